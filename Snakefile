@@ -15,7 +15,6 @@ if not workflow.config_settings.configfiles:
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/tokenize.smk"
-include: "workflow/rules/corpus.smk"
 include: "workflow/rules/subsets.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/activations.smk"

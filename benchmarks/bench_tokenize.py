@@ -1,4 +1,4 @@
-"""Throughput and peak memory of assocmem.corpus.stream.tokenize_corpus for num_proc=1 vs 2.
+"""Throughput and peak memory of assocmem.tokenwriter.tokenize_corpus for num_proc=1 vs 2.
 
 Generates a synthetic corpus (Zipf-distributed pseudo-words, documents of 50-1500 words) in a temporary
 directory, trains a byte-level BPE on its first MB (or uses tiktoken gpt2 when its files are cached), then
@@ -53,7 +53,7 @@ def peak_rss_kb() -> int:
 
 def child(corpus: str, tokenizer_spec: str, out: str, num_proc: int, batch_docs: int) -> None:
     from assocmem.corpus.bpe import get_tokenizer
-    from assocmem.corpus.stream import tokenize_corpus
+    from assocmem.tokenwriter import tokenize_corpus
 
     def documents():
         with open(corpus, encoding="utf-8") as handle:

@@ -29,9 +29,23 @@ def write_raw(directory: Path, repeat: int = 1) -> Path:
 
 
 def make_token_dir(tmp_path: Path, repeat: int = 1) -> Path:
-    from assocmem.stages import stage_tokenize
+    """A QF token store of LINES (each split repeated ``repeat`` times)."""
+    from assocmem.qf.tokenize import tokenize_qf_dir
 
     raw = write_raw(tmp_path / "raw", repeat)
     out = tmp_path / "tokens"
-    stage_tokenize(raw, out)
+    tokenize_qf_dir(raw, out)
+    return out
+
+
+def make_corpus_store(out: Path, docs: list[str], tokenizer, *, shard_tokens: int = 100_000_000,
+                      splits: tuple[str, ...] = ("train",), **kwargs) -> Path:
+    """A windows store of ``docs`` (every split gets the same documents) written through the shared writer."""
+    from assocmem.tokenwriter import finish_store, tokenize_corpus
+
+    for split in splits:
+        tokenize_corpus(iter(docs), tokenizer, out, split=split, shard_tokens=shard_tokens, progress=False,
+                        **kwargs)
+    roles = {"validation": splits[-1], "heldout": splits[-1]}
+    finish_store(out, list(splits), tokenizer, batching="windows", roles=roles, loss_tokens="every token")
     return out

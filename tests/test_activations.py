@@ -5,23 +5,25 @@ from helpers import make_token_dir
 
 from assocmem.activations import dump_activations, sample_chunks
 from assocmem.model import DecoderLM, ModelConfig
-from assocmem.tokens import SequenceStore
+from assocmem.subsets import make_subset
+from assocmem.tokenstore import TokenStore
 
 
 def test_chunks_and_states_match_prefix_forward(tmp_path):
     token_dir = make_token_dir(tmp_path, repeat=3)
-    store = SequenceStore.open(token_dir, "train")
+    store = TokenStore(token_dir, "train")
     torch.manual_seed(0)
-    model = DecoderLM(ModelConfig(vocab_size=store.meta["vocab_size"], n_layer=2, d_model=16, n_head=2,
+    model = DecoderLM(ModelConfig(vocab_size=store.vocab_size, n_layer=2, d_model=16, n_head=2,
                                   d_ff=32, max_len=20)).eval()
-    subset = {"start": 0, "stop": 8}
-    meta = dump_activations(model, token_dir, subset, tmp_path / "acts", heldout_split="test", n_chunks=30,
-                            layers="all", batch_size=7, seed=5)
+    make_subset(token_dir, 0.25, out_dir=tmp_path / "subset")  # the first 6 of 24 training sequences
+    meta = dump_activations(model, tmp_path / "subset", tmp_path / "acts", heldout_split=None, n_chunks=30,
+                            chunk_len=1, layers="all", batch_size=7, seed=5)
+    assert meta["heldout_split"] == "test"
     assert meta["layers"] == ["emb", "block1", "block2", "final_ln"]
     states = np.load(tmp_path / "acts" / "train.npy")
     index = pd.read_parquet(tmp_path / "acts" / "train.index.parquet")
     assert states.shape == (4, 30, 16)
-    assert index["seq_row"].between(0, 7).all()
+    assert index["seq_row"].between(0, 5).all() and index["seq_row"].nunique() > 3
     for row in index.itertuples():
         prefix = torch.from_numpy(store.sequence(row.seq_row)[: row.position + 1])[None]
         _, hidden = model(prefix, return_hidden=True)
@@ -32,7 +34,7 @@ def test_chunks_and_states_match_prefix_forward(tmp_path):
 
 
 def test_chunk_sampling_is_deterministic(tmp_path):
-    store = SequenceStore.open(make_token_dir(tmp_path), "train")
+    store = TokenStore(make_token_dir(tmp_path), "train")
     a = sample_chunks(store, np.arange(8), 50, seed=1)
     b = sample_chunks(store, np.arange(8), 50, seed=1)
     pd.testing.assert_frame_equal(a, b)

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from assocmem.data.compare import compare_splits, tvd
-from assocmem.data.qf import QFExample, generate_splits, parse_line, read_qf
+from assocmem.qf.compare import compare_splits, tvd
+from assocmem.qf.generate import QFExample, generate_splits, parse_line, read_qf
 
 QF_SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "question_formation"
 

@@ -5,9 +5,20 @@ from pathlib import Path
 import pytest
 import yaml
 
-from assocmem.config import ConfigError, load_config, run_seed, subset_name, validate_config
+from assocmem import config as config_module
+from assocmem.config import ConfigError, load_schema
+from assocmem.layout import subset_name
 
 ROOT = Path(__file__).resolve().parents[1]
+SCHEMA = load_schema(ROOT / "workflow" / "schemas" / "config.schema.yaml")
+
+
+def validate_config(config: dict) -> dict:
+    return config_module.validate_config(config, SCHEMA)
+
+
+def load_config(path: Path) -> dict:
+    return config_module.load_config(path, SCHEMA)
 
 
 def minimal() -> dict:
@@ -76,8 +87,7 @@ def test_missing_and_broken_files(tmp_path):
     assert load_config(ok)["experiments"]["qf"]["dataset"]["source"] == "generate"
 
 
-def test_subset_names_and_seeds():
+def test_subset_names():
     assert subset_name(1.0) == "pct100"
     assert subset_name(0.01) == "pct1"
     assert subset_name(0.001) == "pct0.1"
-    assert run_seed(1, "a", "b") == run_seed(1, "a", "b") != run_seed(1, "a", "c")

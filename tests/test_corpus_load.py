@@ -153,7 +153,7 @@ def test_prepare_corpus_records_order_and_saves_validation_ids(corpus_files, tmp
     docs, _, directory = corpus_files
     spec = spec_for("parquet", directory, tmp_path / "cache", val_docs=5, seed=3)
     dataset, meta = prepare_corpus(spec, tmp_path / "out")
-    saved = json.loads((tmp_path / "out" / "corpus.json").read_text())
+    saved = json.loads((tmp_path / "out" / "source.json").read_text())
     val_ids = np.load(tmp_path / "out" / "val_ids.npy")
     assert saved == json.loads(json.dumps(meta))
     assert meta["n_docs"] == len(docs)

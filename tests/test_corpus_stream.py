@@ -1,5 +1,5 @@
-"""Tests for assocmem.corpus.stream (sharded, resumable, multiprocess tokenization) and the TokenStore that
-reads its output (assocmem.corpus.store)."""
+"""Tests for assocmem.tokenwriter (sharded, resumable, multiprocess tokenization) and the TokenStore that
+reads its output (assocmem.tokenstore)."""
 
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from assocmem.corpus.bpe import EOT_TEXT, CorpusTokenizer, get_tokenizer, train_bytelevel_bpe
-from assocmem.corpus.store import TokenStore, meta_path, shard_bin_path, shard_json_path
-from assocmem.corpus.stream import ordered_bounded_map, tokenize_corpus
 from assocmem.io import AssocmemError, sha256_file
+from assocmem.tokenstore import TokenStore, shard_bin_path, shard_json_path, split_record_path
+from assocmem.tokenwriter import finish_store, ordered_bounded_map, tokenize_corpus
 
 SHARD_TOKENS = 3000
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
@@ -58,7 +58,14 @@ def single_process_store(docs, tokenizer, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("single")
     tokenize_corpus(iter(docs), tokenizer, out, num_proc=1, shard_tokens=SHARD_TOKENS, batch_docs=16,
                     progress=False)
+    finish(out, tokenizer)
     return out
+
+
+def finish(out: Path, tokenizer, splits: tuple[str, ...] = ("train",)) -> None:
+    """Fold the writer's split records into the store's meta.json, as the tokenize stages do."""
+    finish_store(out, list(splits), tokenizer, batching="windows",
+                 roles={"validation": splits[-1], "heldout": splits[-1]}, loss_tokens="every token")
 
 
 def shard_bytes(directory: Path, split: str = "train") -> list[bytes]:
@@ -67,7 +74,7 @@ def shard_bytes(directory: Path, split: str = "train") -> list[bytes]:
 
 def test_output_equals_single_pass_tokenization(single_process_store, reference, tokenizer, docs):
     tokens, doc_ends = reference
-    meta = json.loads(meta_path(single_process_store, "train").read_text())
+    meta = json.loads(split_record_path(single_process_store, "train").read_text())
     files = [single_process_store / record["file"] for record in meta["shards"]]
     stored = np.concatenate([np.fromfile(path, dtype="<u2") for path in files])
     np.testing.assert_array_equal(stored, tokens)
@@ -78,7 +85,7 @@ def test_output_equals_single_pass_tokenization(single_process_store, reference,
 
 def test_shards_are_whole_documents_with_matching_records(single_process_store, reference):
     _, doc_ends = reference
-    shards = json.loads(meta_path(single_process_store, "train").read_text())["shards"]
+    shards = json.loads(split_record_path(single_process_store, "train").read_text())["shards"]
     assert len(shards) > 3
     for previous, record in zip([None, *shards], shards, strict=False):
         own_json = shard_json_path(single_process_store, "train", record["index"])
@@ -98,7 +105,7 @@ def test_two_processes_give_byte_identical_shards(single_process_store, docs, to
     meta = tokenize_corpus(docs, tokenizer, tmp_path, num_proc=2, shard_tokens=SHARD_TOKENS, batch_docs=7,
                            max_in_flight=3, progress=False)
     assert shard_bytes(tmp_path) == shard_bytes(single_process_store)
-    single = json.loads(meta_path(single_process_store, "train").read_text())
+    single = json.loads(split_record_path(single_process_store, "train").read_text())
     assert meta["order_sha256"] == single["order_sha256"]
     assert meta["shards"] == single["shards"]
 
@@ -120,7 +127,7 @@ def test_resume_after_a_crash_is_byte_identical(single_process_store, docs, toke
                         on_shard_done=crash_after_shard(1), progress=False)
     shard_names = [path.name for path in sorted(tmp_path.glob("train_*.bin"))]
     assert shard_names == ["train_00000.bin", "train_00001.bin"]
-    assert not meta_path(tmp_path, "train").exists()
+    assert not split_record_path(tmp_path, "train").exists()
     assert not list(tmp_path.glob(".*.tmp"))  # the unfinished shard's temporary file was removed
     finished = json.loads(shard_json_path(tmp_path, "train", 1).read_text())
     meta = tokenize_corpus(iter(docs), tokenizer, tmp_path, shard_tokens=SHARD_TOKENS, batch_docs=5,
@@ -135,7 +142,7 @@ def test_resume_redoes_a_damaged_shard_and_later_ones(single_process_store, docs
     tokenize_corpus(docs, tokenizer, tmp_path, shard_tokens=SHARD_TOKENS, progress=False)
     with open(shard_bin_path(tmp_path, "train", 2), "r+b") as handle:
         handle.truncate(10)  # as if killed while the shard was being replaced
-    meta_path(tmp_path, "train").unlink()
+    split_record_path(tmp_path, "train").unlink()
     meta = tokenize_corpus(docs, tokenizer, tmp_path, shard_tokens=SHARD_TOKENS, progress=False)
     assert meta["run"]["resumed_shards"] == 2
     assert shard_bytes(tmp_path) == shard_bytes(single_process_store)
@@ -146,7 +153,7 @@ def test_resume_ignores_shards_left_over_from_an_older_run(docs, tokenizer, tmp_
     with the new ones must be redone, not reused."""
     longer = [f"{doc} {doc}" for doc in docs]
     tokenize_corpus(docs, tokenizer, tmp_path, shard_tokens=SHARD_TOKENS, progress=False)
-    meta_path(tmp_path, "train").unlink()
+    split_record_path(tmp_path, "train").unlink()
     with pytest.raises(Crash):
         tokenize_corpus(longer, tokenizer, tmp_path, shard_tokens=SHARD_TOKENS, resume=False,
                         on_shard_done=crash_after_shard(0), progress=False)
@@ -161,7 +168,7 @@ def test_finished_split_is_not_redone_and_other_settings_are_refused(docs, token
     first = tokenize_corpus(docs, tokenizer, tmp_path, shard_tokens=SHARD_TOKENS, progress=False)
     again = tokenize_corpus(docs, tokenizer, tmp_path, shard_tokens=SHARD_TOKENS, progress=False)
     assert again["run"]["skipped"] is True and again["shards"] == first["shards"]
-    meta_path(tmp_path, "train").unlink()
+    split_record_path(tmp_path, "train").unlink()
     with pytest.raises(AssocmemError, match=r"train_00000\.json was written with different settings.*shard"):
         tokenize_corpus(docs, tokenizer, tmp_path, shard_tokens=SHARD_TOKENS * 2, progress=False)
     fresh = tokenize_corpus(docs, tokenizer, tmp_path, shard_tokens=SHARD_TOKENS * 2, resume=False,
@@ -174,6 +181,7 @@ def test_splits_share_a_directory(docs, tokenizer, tmp_path):
                             progress=False)
     val = tokenize_corpus(docs[400:], tokenizer, tmp_path, split="val", shard_tokens=SHARD_TOKENS,
                           progress=False)
+    finish(tmp_path, tokenizer, ("train", "val"))
     assert TokenStore(tmp_path, "train").n_tokens == train["n_tokens"]
     assert TokenStore(tmp_path, "val").n_docs == val["n_docs"] == 100
 
@@ -194,6 +202,7 @@ class WideVocabTokenizer(CorpusTokenizer):
 def test_vocab_over_65535_is_stored_as_uint32(tmp_path):
     meta = tokenize_corpus(["ab", "c"], WideVocabTokenizer({}), tmp_path, shard_tokens=100, progress=False)
     assert meta["dtype"] == "<u4"
+    finish(tmp_path, WideVocabTokenizer({}))
     store = TokenStore(tmp_path)
     np.testing.assert_array_equal(store.window(0, 5), [66_000 + 97, 66_000 + 98, 70_000, 66_000 + 99, 70_000])
 
@@ -239,7 +248,7 @@ def test_a_dead_worker_fails_the_run_instead_of_hanging(tmp_path):
     tokenizer = DyingTokenizer({"parent_pid": os.getpid()})
     with pytest.raises(AssocmemError, match="worker process died"):
         tokenize_corpus(["ab"] * 50, tokenizer, tmp_path, num_proc=2, batch_docs=5, progress=False)
-    assert not meta_path(tmp_path, "train").exists()
+    assert not split_record_path(tmp_path, "train").exists()
     assert not list(tmp_path.glob(".*.tmp"))
 
 
@@ -250,7 +259,7 @@ MEMORY_CHILD = """
 import json, re, resource, sys
 from pathlib import Path
 from assocmem.corpus.bpe import get_tokenizer
-from assocmem.corpus.stream import tokenize_corpus
+from assocmem.tokenwriter import tokenize_corpus
 
 def lines(path):
     with open(path, encoding="utf-8") as handle:
@@ -312,8 +321,8 @@ def test_peak_memory_does_not_grow_with_corpus_size(tmp_path):
 def test_store_window_crosses_shard_boundaries(single_process_store, reference):
     tokens, _ = reference
     store = TokenStore(single_process_store)
-    assert store.n_tokens == len(tokens) and len(store) == len(tokens)
-    boundary = store.meta["shards"][1]["token_start"]
+    assert store.n_tokens == len(tokens) and len(store) == store.n_docs == 500  # len: documents
+    boundary = store.info["shards"][1]["token_start"]
     window = store.window(boundary - 10, 25)
     assert window.dtype == np.int64
     np.testing.assert_array_equal(window, tokens[boundary - 10:boundary + 15])
@@ -362,6 +371,7 @@ def test_random_chunks_are_reproducible_windows(single_process_store, reference)
 
 def test_store_detects_missing_and_corrupt_shards(docs, tokenizer, tmp_path):
     tokenize_corpus(docs, tokenizer, tmp_path, shard_tokens=SHARD_TOKENS, progress=False)
+    finish(tmp_path, tokenizer)
     store = TokenStore(tmp_path)
     store.verify()
     path = shard_bin_path(tmp_path, "train", 1)
@@ -373,5 +383,8 @@ def test_store_detects_missing_and_corrupt_shards(docs, tokenizer, tmp_path):
     path.write_bytes(bytes(data[:-2]))
     with pytest.raises(AssocmemError, match=r"train_00001\.bin is missing or has the wrong size"):
         TokenStore(tmp_path)
-    with pytest.raises(AssocmemError, match=r"no tokenized split 'test'.*test_meta\.json is missing"):
+    with pytest.raises(AssocmemError, match=r"split 'test' not found"):
         TokenStore(tmp_path, "test")
+    (tmp_path / "meta.json").unlink()
+    with pytest.raises(AssocmemError, match=r"no token store.*meta\.json is missing"):
+        TokenStore(tmp_path)

@@ -1,5 +1,5 @@
-"""Tests for assocmem.corpus.subsets: first-X% subsets by document (cut at a document boundary) and by token
-(exact cut), as views into the parent shards or as new shards."""
+"""Tests for assocmem.subsets on a corpus store: first-X% subsets by document (cut at a document boundary) and
+by token (exact cut), as views into the parent shards."""
 
 from __future__ import annotations
 
@@ -11,14 +11,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import make_corpus_store
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from assocmem.corpus.bpe import CorpusTokenizer, get_tokenizer
-from assocmem.corpus.store import TokenStore, meta_path
-from assocmem.corpus.stream import tokenize_corpus
-from assocmem.corpus.subsets import make_subset
-from assocmem.io import AssocmemError, sha256_file
+from assocmem.io import AssocmemError
+from assocmem.subsets import make_subset
+from assocmem.tokenstore import TokenStore, meta_path
 
 N_DOCS = 300
 SHARD_TOKENS = 2000
@@ -37,20 +37,19 @@ def parent(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, np.ndarray, 
     docs = make_docs(N_DOCS)
     spec = {"kind": "bytelevel_bpe", "path": str(directory / "bpe.json"), "vocab_size": 400}
     tokenizer = get_tokenizer(spec, train_texts=iter(docs))
-    tokenize_corpus(docs, tokenizer, directory / "store", shard_tokens=SHARD_TOKENS, progress=False)
+    make_corpus_store(directory / "store", docs, tokenizer, shard_tokens=SHARD_TOKENS)
     pieces = [np.array([*ids, tokenizer.eot_id]) for ids in tokenizer.encode_batch(docs)]
     return directory / "store", np.concatenate(pieces), np.cumsum([len(piece) for piece in pieces]), tokenizer
 
 
-@pytest.mark.parametrize("mode", ["view", "copy"])
-def test_document_subset_is_the_first_documents_cut_after_their_eot(parent, tmp_path, mode):
+def test_document_subset_is_the_first_documents_cut_after_their_eot(parent, tmp_path):
     store_dir, tokens, doc_ends, tokenizer = parent
-    meta = make_subset(store_dir, 0.1, by="document", out_dir=tmp_path, mode=mode)
+    meta = make_subset(store_dir, 0.1, by="document", out_dir=tmp_path)
     n_docs = math.floor(0.1 * N_DOCS)
-    assert meta["n_docs"] == meta["subset"]["n_docs_complete"] == n_docs
-    assert meta["n_tokens"] == meta["subset"]["n_tokens"] == doc_ends[n_docs - 1]
+    assert meta["subset"]["n_docs"] == meta["subset"]["n_docs_complete"] == n_docs
+    assert meta["subset"]["n_tokens"] == doc_ends[n_docs - 1]
     assert meta["subset"]["partial_last_doc"] is False
-    assert meta == json.loads(meta_path(tmp_path, "train").read_text())
+    assert meta == json.loads(meta_path(tmp_path).read_text())
     subset = TokenStore(tmp_path)
     assert subset.n_tokens == doc_ends[n_docs - 1] and subset.n_docs == n_docs
     np.testing.assert_array_equal(subset.window(0, subset.n_tokens), tokens[: subset.n_tokens])
@@ -62,49 +61,29 @@ def test_token_subset_cuts_exactly_and_counts_the_partial_document(parent, tmp_p
     meta = make_subset(store_dir, 0.25, by="token", out_dir=tmp_path / "view")
     cut = math.floor(0.25 * len(tokens))
     complete = int(np.searchsorted(doc_ends, cut, side="right"))
-    assert meta["n_tokens"] == cut
+    assert meta["subset"]["n_tokens"] == cut
     assert meta["subset"]["n_docs_complete"] == complete
     assert meta["subset"]["partial_last_doc"] == (doc_ends[complete - 1] != cut)
-    assert meta["n_docs"] == complete + int(meta["subset"]["partial_last_doc"])
-    copied = make_subset(store_dir, 0.25, by="token", out_dir=tmp_path / "copy", mode="copy")
-    assert {key: copied["subset"][key] for key in ("n_tokens", "n_docs_complete", "partial_last_doc")} == {
-        key: meta["subset"][key] for key in ("n_tokens", "n_docs_complete", "partial_last_doc")}
-    for directory in ("view", "copy"):
-        np.testing.assert_array_equal(TokenStore(tmp_path / directory).window(0, cut), tokens[:cut])
-
-
-def test_copied_subset_has_verifiable_shards_and_whole_parent_shards_are_identical(parent, tmp_path):
-    store_dir, _, _, _ = parent
-    meta = make_subset(store_dir, 0.5, by="token", out_dir=tmp_path, mode="copy")
-    subset = TokenStore(tmp_path)
-    subset.verify()
-    parent_shards = json.loads(meta_path(store_dir, "train").read_text())["shards"]
-    *whole, last = meta["shards"]
-    assert len(whole) >= 1
-    for record in whole:
-        assert sha256_file(tmp_path / record["file"]) == parent_shards[record["index"]]["sha256"]
-        assert record["docs_sha256"] == parent_shards[record["index"]]["docs_sha256"]
-    assert last["tokens"] < parent_shards[last["index"]]["tokens"] and last["docs_sha256"] is None
-    assert meta["order_sha256"] is None  # a cut shard's document hash cannot be recomputed from tokens
-    assert sum(record["tokens"] for record in meta["shards"]) == meta["n_tokens"]
+    assert meta["subset"]["n_docs"] == complete + int(meta["subset"]["partial_last_doc"])
+    np.testing.assert_array_equal(TokenStore(tmp_path / "view").window(0, cut), tokens[:cut])
 
 
 def test_view_writes_no_token_data(parent, tmp_path):
     store_dir, _, _, _ = parent
     meta = make_subset(store_dir, 0.01, by="document", out_dir=tmp_path)
-    assert sorted(path.name for path in tmp_path.iterdir()) == ["train_meta.json"]
-    assert meta["view"]["token_start"] == 0 and meta["n_docs"] == 3  # floor(0.01 * 300)
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["meta.json"]
+    assert meta["subset"]["token_range"][0] == 0 and meta["subset"]["n_docs"] == 3  # floor(0.01 * 300)
     assert Path(tmp_path / meta["view"]["parent"]).resolve() == store_dir.resolve()
 
 
 def test_fraction_one_keeps_everything_and_fractions_are_read_as_decimals(parent, tmp_path):
     store_dir, tokens, _, _ = parent
     full = make_subset(store_dir, 1.0, by="document", out_dir=tmp_path / "full")
-    assert full["n_tokens"] == len(tokens) and full["n_docs"] == N_DOCS
+    assert full["subset"]["n_tokens"] == len(tokens) and full["subset"]["n_docs"] == N_DOCS
     decimal = make_subset(store_dir, 0.29, by="document", out_dir=tmp_path / "dec")
-    assert decimal["n_docs"] == 87  # 0.29 * 300 is 86.99999999999999 in binary floating point
+    assert decimal["subset"]["n_docs"] == 87  # 0.29 * 300 is 86.99999999999999 in binary floating point
     tiny = make_subset(store_dir, 1e-9, by="token", out_dir=tmp_path / "tiny")
-    assert tiny["n_tokens"] == 1  # at least one unit is kept
+    assert tiny["subset"]["n_tokens"] == 1  # at least one unit is kept
 
 
 def decimal_prefix(fraction: float, total: int) -> int:
@@ -117,13 +96,13 @@ def decimal_prefix(fraction: float, total: int) -> int:
 def test_subset_counts_match_the_token_stream(parent, tmp_path_factory, fraction, by):
     store_dir, tokens, doc_ends, tokenizer = parent
     meta = make_subset(store_dir, fraction, by=by, out_dir=tmp_path_factory.mktemp("sub"))
-    cut = meta["n_tokens"]
+    cut = meta["subset"]["n_tokens"]
     prefix = tokens[:cut]
     assert meta["subset"]["n_docs_complete"] == int(np.count_nonzero(prefix == tokenizer.eot_id))
     assert meta["subset"]["partial_last_doc"] == bool(prefix[-1] != tokenizer.eot_id)
     if by == "document":
-        assert meta["n_docs"] == decimal_prefix(fraction, N_DOCS)
-        assert cut == doc_ends[meta["n_docs"] - 1]
+        assert meta["subset"]["n_docs"] == decimal_prefix(fraction, N_DOCS)
+        assert cut == doc_ends[meta["subset"]["n_docs"] - 1]
     else:
         assert cut == decimal_prefix(fraction, len(tokens))
 
@@ -139,5 +118,5 @@ def test_bad_requests_are_refused(parent, tmp_path):
     make_subset(store_dir, 0.5, out_dir=tmp_path / "view")
     with pytest.raises(AssocmemError, match="is itself a view"):
         make_subset(tmp_path / "view", 0.5, out_dir=tmp_path / "nested")
-    with pytest.raises(AssocmemError, match="no tokenized split 'val'"):
+    with pytest.raises(AssocmemError, match="split 'val' not found"):
         make_subset(store_dir, 0.5, split="val", out_dir=tmp_path / "val")

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from assocmem.data.download import MCCOY_SHA256, MCCOY_URLS, download_files
 from assocmem.io import AssocmemError
+from assocmem.qf.download import MCCOY_SHA256, MCCOY_URLS, download_files
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 SHARED_DEV = SHARED / "data" / "question_formation" / "question.dev"
@@ -100,7 +100,7 @@ def test_cached_file_with_wrong_hash_is_fetched_again(server: _Server, tmp_path:
 def test_trust_on_first_use_records_hash_and_warns(server: _Server, tmp_path: Path,
                                                    caplog: pytest.LogCaptureFixture) -> None:
     urls = {"question.dev": server.url("/data/question.dev")}
-    with caplog.at_level(logging.WARNING, logger="assocmem.data.download"):
+    with caplog.at_level(logging.WARNING, logger="assocmem.qf.download"):
         manifest = download_files(urls, {"question.dev": None}, tmp_path)
     assert manifest["question.dev"]["sha256"] == PAYLOAD_SHA
     assert manifest["question.dev"]["trusted_on_first_use"] is True

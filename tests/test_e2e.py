@@ -97,7 +97,7 @@ def test_changing_a_training_key_reruns_only_training_and_descendants(finished_r
 def test_forcerun_and_single_target(finished_run):
     plan = planned_rules(snakemake(finished_run, "-n", "--cores", "1", "--forcerun", "neighbours"))
     assert plan == {"neighbours", "report"}
-    target = "results/qf/data/subsets/pct10.json"
+    target = "results/qf/data/subsets/pct10/meta.json"
     assert planned_rules(snakemake(finished_run, "-n", "--cores", "1", target)) == set()
 
 

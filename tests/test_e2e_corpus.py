@@ -57,10 +57,11 @@ def test_corpus_pipeline_end_to_end(tmp_path):
     config.write_text(yaml.safe_dump(corpus_config(paths)))
     snakemake(tmp_path, "--cores", "2", config=config)
     results = tmp_path / "results"
-    tokens = json.loads((results / "web" / "data" / "corpus" / "tokens.json").read_text())
+    tokens = json.loads((results / "web" / "data" / "tokens" / "meta.json").read_text())
     assert tokens["splits"]["train"]["n_tokens"] > 1000 and tokens["splits"]["val"]["n_docs"] >= 1
-    half = json.loads((results / "web" / "data" / "corpus_subsets" / "pct50" / "train_meta.json").read_text())
-    assert half["n_tokens"] < tokens["splits"]["train"]["n_tokens"]
+    assert tokens["batching"] == "windows" and tokens["roles"]["validation"] == "val"
+    half = json.loads((results / "web" / "data" / "subsets" / "pct50" / "meta.json").read_text())
+    assert half["subset"]["n_tokens"] < tokens["splits"]["train"]["n_tokens"]
     pretrained = json.loads((results / "web" / "activations" / "gpt2rand" / "pretrained" / "meta.json").read_text())
     assert pretrained["layers"] == ["emb", "block1", "final_ln"]
     assert np.load(results / "web" / "activations" / "gpt2rand" / "pretrained" / "train.npy").shape == (3, 60, 32)
@@ -73,12 +74,11 @@ def test_corpus_pipeline_end_to_end(tmp_path):
 
 def test_paper_config_builds_the_whole_dag(tmp_path):
     result = snakemake(tmp_path, "-n", "--cores", "8", config=ROOT / "config" / "paper.yaml")
-    assert planned_rules(result) == {"generate_data", "data_audit", "tokenize", "subsets", "corpus_tokenize",
-                                     "corpus_subsets", "train", "activations", "pretrained_activations",
-                                     "neighbours", "report"}
+    assert planned_rules(result) == {"generate_data", "data_audit", "tokenize", "subsets", "train", "activations",
+                                     "pretrained_activations", "neighbours", "report"}
 
 
-def test_cli_reports_missing_data_args():
+def test_cli_reports_missing_path_args():
     result = subprocess.run([sys.executable, "-m", "assocmem", "train", "--params", "{}", "--run-dir", "x"],
                             capture_output=True, text=True)
-    assert result.returncode == 2 and "--corpus-dir" in result.stderr
+    assert result.returncode == 2 and "--store-dir" in result.stderr

@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from assocmem.data.floor import (
+from assocmem.io import AssocmemError
+from assocmem.qf.floor import (
     acceptance_probability,
     cell_neg_logprobs,
     derivation_neg_logprob,
@@ -18,9 +19,8 @@ from assocmem.data.floor import (
     example_neg_logprob,
     split_distribution,
 )
-from assocmem.data.qf import generate_splits, n_predicted_tokens, parse_line, passes_gen_filter
-from assocmem.data.qf_grammar import Rule, build_lexicon, enumerate_templates, template_of
-from assocmem.io import AssocmemError
+from assocmem.qf.generate import generate_splits, n_predicted_tokens, parse_line, passes_gen_filter
+from assocmem.qf.grammar import Rule, build_lexicon, enumerate_templates, template_of
 
 
 def _grammar(np_weights: tuple[float, float] = (3, 1), n_det: int = 2, n_verbs: int = 3) -> tuple[Rule, ...]:

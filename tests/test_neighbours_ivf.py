@@ -3,8 +3,8 @@
 import numpy as np
 import pandas as pd
 
+from assocmem import stages
 from assocmem.neighbours import ivf_heldout_search, ivf_self_search, self_search
-from assocmem.stages import stage_neighbours
 
 
 def data(n=400, d=16, seed=0):
@@ -36,7 +36,7 @@ def test_stage_reports_recall(tmp_path):
     (acts / "meta.json").write_text('{"layers": ["final_ln"]}')
     cfg = {"k": 3, "fractions": [1.0], "device": "cpu", "method": "ivf", "nlist": 4, "nprobe": 4,
            "recall_sample": 50}
-    stage_neighbours({"neighbours": cfg, "seed": 0}, acts, tmp_path / "out")
+    stages.neighbours({"neighbours": cfg, "seed": 0, "threads": 1}, acts, tmp_path / "out")
     summary = pd.read_csv(tmp_path / "out" / "summary.csv")
     assert set(summary["protocol"]) == {"self", "heldout"}
     assert (summary["recall_at_k"] == 1.0).all() and (summary["method"] == "ivf").all()

@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from assocmem.data.qf import (
+from assocmem.io import AssocmemError
+from assocmem.qf.generate import (
     DEFAULT_SIZES,
     QFExample,
     TemplateSampler,
@@ -24,7 +25,7 @@ from assocmem.data.qf import (
     read_qf,
     target_words,
 )
-from assocmem.data.qf_grammar import (
+from assocmem.qf.grammar import (
     QUESTION_GRAMMAR,
     enumerate_templates,
     parse_grammar_text,
@@ -32,7 +33,6 @@ from assocmem.data.qf_grammar import (
     question_templates,
     template_of,
 )
-from assocmem.io import AssocmemError
 
 QF_SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "question_formation"
 needs_shared = pytest.mark.skipif(not (QF_SHARED / "question.dev").is_file(),

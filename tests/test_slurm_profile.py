@@ -24,8 +24,7 @@ from snakemake_executor_plugin_slurm.utils import set_gres_string  # noqa: E402
 from snakemake_executor_plugin_slurm_jobstep import get_cpu_setting, get_gpu_setting  # noqa: E402
 
 PROFILE = Path(__file__).resolve().parents[1] / "workflow" / "profiles" / "slurm" / "config.yaml"
-CPU_RULES = ["generate_data", "data_audit", "tokenize", "subsets", "corpus_tokenize", "corpus_subsets",
-             "activations", "neighbours", "report"]
+CPU_RULES = ["generate_data", "data_audit", "tokenize", "subsets", "activations", "neighbours", "report"]
 
 
 def load_profile() -> dict:

@@ -8,7 +8,7 @@ from helpers import make_token_dir
 
 from assocmem.io import AssocmemError
 from assocmem.model import ModelConfig
-from assocmem.tokens import SequenceStore
+from assocmem.tokenstore import TokenStore
 from assocmem.train import (
     IGNORE,
     SequenceBatches,
@@ -32,10 +32,10 @@ def make_job(tmp_path, run_name="run", **kw) -> TrainJob:
     token_dir = tmp_path / "tokens"
     if not token_dir.exists():
         token_dir = make_token_dir(tmp_path, repeat=4)
-    train = SequenceStore.open(token_dir, "train")
-    dev = SequenceStore.open(token_dir, "dev")
+    train = TokenStore(token_dir, "train")
+    dev = TokenStore(token_dir, "dev")
     s = settings(**kw)
-    cfg = ModelConfig(vocab_size=train.meta["vocab_size"], n_layer=1, d_model=16, n_head=2, d_ff=32, max_len=20)
+    cfg = ModelConfig(vocab_size=train.vocab_size, n_layer=1, d_model=16, n_head=2, d_ff=32, max_len=20)
     return TrainJob(run_dir=tmp_path / run_name, model_config=cfg, settings=s,
                     train_batches=SequenceBatches(train, 0, len(train), s.batch_size, seed=3),
                     eval_sets={"val": fixed_batches(dev, np.arange(len(dev)), 4)}, seed=3, tokens_per_sequence=12)
@@ -52,10 +52,10 @@ def test_lr_schedule():
 
 def test_batches_are_step_deterministic_and_cover_epochs(tmp_path):
     token_dir = make_token_dir(tmp_path)
-    store = SequenceStore.open(token_dir, "train")
+    store = TokenStore(token_dir, "train")
     source = SequenceBatches(store, 0, 8, 4, seed=1)
     assert torch.equal(source.batch(5)[0], source.batch(5)[0])
-    rows = [source._row(p) for p in range(8)]
+    rows = source.rows(0) + source.rows(1)
     assert sorted(rows) == list(range(8))  # one epoch visits every sequence once
 
 

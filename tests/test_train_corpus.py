@@ -4,11 +4,11 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from helpers import make_corpus_store
 
 from assocmem.corpus.bpe import get_tokenizer
-from assocmem.corpus.store import TokenStore
-from assocmem.corpus.stream import tokenize_corpus
 from assocmem.model import ModelConfig
+from assocmem.tokenstore import TokenStore
 from assocmem.train import TrainJob, TrainSettings, WindowBatches, fixed_windows
 
 WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu".split()
@@ -21,7 +21,7 @@ def store(tmp_path_factory) -> TokenStore:
     docs = [" ".join(rng.choice(WORDS, size=40)) for _ in range(60)]
     tokenizer = get_tokenizer({"kind": "bytelevel_bpe", "path": str(root / "tok.json"), "vocab_size": 300},
                               train_texts=iter(docs))
-    tokenize_corpus(iter(docs), tokenizer, root, split="train", num_proc=1, progress=False)
+    make_corpus_store(root, docs, tokenizer)
     return TokenStore(root, "train")
 
 

@@ -1,4 +1,5 @@
-"""Load and validate the workflow configuration against workflow/schemas/config.schema.yaml.
+"""Load and validate the workflow configuration against its JSON schema (``workflow/schemas/config.schema.yaml``,
+passed in by the workflow or by ``assocmem validate-config --schema``).
 
 Validation fills in the schema's defaults and reports *every* problem at once, each one naming the key
 path (``experiments.qf.subsets.fractions[0]``), before any job runs.
@@ -16,15 +17,13 @@ import yaml
 
 from assocmem.io import AssocmemError
 
-SCHEMA_PATH = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
-
 
 class ConfigError(AssocmemError):
     """The configuration does not match the schema."""
 
 
-def load_schema(path: Path | None = None) -> dict[str, Any]:
-    path = path or SCHEMA_PATH
+def load_schema(path: Path) -> dict[str, Any]:
+    path = Path(path)
     if not path.exists():
         raise AssocmemError(f"config schema not found: {path}")
     return yaml.safe_load(path.read_text(encoding="utf-8"))
@@ -61,12 +60,12 @@ def _describe(error: jsonschema.ValidationError) -> str:
     return f"{_key_path(error)}: {error.message}"
 
 
-def validate_config(config: dict[str, Any], schema: dict[str, Any] | None = None) -> dict[str, Any]:
+def validate_config(config: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
     """Return a validated deep copy of ``config`` with defaults filled in; raise ConfigError otherwise."""
     if not isinstance(config, dict):
         raise ConfigError(f"config must be a mapping, got {type(config).__name__}")
     filled = copy.deepcopy(config)
-    validator = _DefaultFillingValidator(schema or load_schema())
+    validator = _DefaultFillingValidator(schema)
     errors = sorted(validator.iter_errors(filled), key=lambda e: list(map(str, e.absolute_path)))
     if errors:
         lines = "\n  - ".join(_describe(e) for e in errors)
@@ -108,7 +107,7 @@ def _check_semantics(config: dict[str, Any]) -> None:
         raise ConfigError("invalid config:\n  - " + "\n  - ".join(problems))
 
 
-def load_config(path: str | Path) -> dict[str, Any]:
+def load_config(path: str | Path, schema: dict[str, Any]) -> dict[str, Any]:
     path = Path(path)
     if not path.exists():
         raise ConfigError(f"config file not found: {path}")
@@ -116,18 +115,4 @@ def load_config(path: str | Path) -> dict[str, Any]:
         raw = yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as err:
         raise ConfigError(f"config file {path} is not valid YAML: {err}") from err
-    return validate_config(raw or {})
-
-
-def subset_name(fraction: float) -> str:
-    """Stable, path-safe name of a training subset: 1.0 -> 'pct100', 0.001 -> 'pct0.1'."""
-    pct = round(fraction * 100, 6)
-    return f"pct{int(pct)}" if float(pct).is_integer() else f"pct{pct:g}"
-
-
-def run_seed(base_seed: int, *names: str) -> int:
-    """Derive a per-run seed that is stable across processes (no Python hash randomisation)."""
-    import zlib
-
-    mixed = zlib.crc32("/".join(names).encode("utf-8"))
-    return (base_seed * 1_000_003 + mixed) % (2**31 - 1)
+    return validate_config(raw or {}, schema)

@@ -42,6 +42,8 @@ import torch
 from tqdm import tqdm
 
 from assocmem.io import AssocmemError, atomic_path, read_json, write_json, write_parquet
+from assocmem.runtime import resolve_device
+from assocmem.tokenstore import TokenStore
 
 DTYPES: dict[str, torch.dtype] = {
     "float32": torch.float32,
@@ -58,17 +60,9 @@ logger = logging.getLogger(__name__)
 # --------------------------------------------------------------------------------------------- loading
 
 
-def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
-    """``"auto"``/None -> cuda when available, else cpu; anything else is passed to torch.device."""
-    if device is None or device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        resolved = torch.device(device)
-    except (RuntimeError, TypeError) as err:
-        raise AssocmemError(f"model spec key 'device': unknown device {device!r}") from err
-    if resolved.type == "cuda" and not torch.cuda.is_available():
-        raise AssocmemError(f"model spec key 'device': {device!r} requested but CUDA is not available")
-    return resolved
+def torch_device(device: str | torch.device | None = "auto") -> torch.device:
+    """The spec's ``device`` via :func:`assocmem.runtime.resolve_device` ("auto"/None: CUDA when available)."""
+    return torch.device(resolve_device(None if device is None else str(device), key="model spec key 'device'"))
 
 
 def resolve_dtype(dtype: str | torch.dtype | None) -> torch.dtype:
@@ -107,7 +101,7 @@ def load_causal_lm(spec: dict[str, Any]) -> tuple[torch.nn.Module, dict[str, Any
             "model spec: give exactly one of the keys 'name' (pretrained) or 'config' (random init)"
         )
     dtype = resolve_dtype(spec.get("dtype"))
-    device = resolve_device(spec.get("device", "auto"))
+    device = torch_device(spec.get("device", "auto"))
     model = _from_pretrained(spec) if has_name else _from_config(spec)
     model = model.to(device=device, dtype=dtype).eval()
     cfg = model.config
@@ -363,7 +357,7 @@ def dump_activations(
     if batch_size < 1:
         raise AssocmemError(f"key 'batch_size': must be >= 1, got {batch_size}")
     if device is not None:
-        model.to(device=resolve_device(device))
+        model.to(device=torch_device(device))
     if dtype is not None:
         model.to(dtype=resolve_dtype(dtype))
     model.eval()
@@ -545,3 +539,43 @@ def _finalise(
     os.replace(paths["partial"], paths["npy"])
     paths["progress"].unlink(missing_ok=True)
     return result
+
+
+# --------------------------------------------------------------------------------------------- the stage
+
+
+def hf_layer_names(indices: list[int], n_layer: int, final_ln: bool) -> list[str]:
+    """HF hidden_states index -> our layer names (index n_layer is after ln_f when final_ln)."""
+    def name(i: int) -> str:
+        if i == 0:
+            return "emb"
+        if i == n_layer:
+            return "final_ln" if final_ln else f"block{i}"
+        return f"block{i}"
+    return [name(int(i)) for i in indices]
+
+
+def dump_pretrained(spec: dict[str, Any], acts: dict[str, Any], seed: int, store_dir: Path,
+                    out_dir: Path) -> dict[str, Any]:
+    """The paper's Fig. 2 protocol on a pretrained HF causal LM: last-position states of random chunks of the
+    store's training split (``train.npy``) and of its held-out split (``heldout.npy``)."""
+    load_spec = {k: v for k, v in spec.items() if k in ("name", "revision", "config", "local_files_only", "dtype")
+                 and v is not None}
+    model, info = load_causal_lm({**load_spec, "seed": seed})
+    meta: dict[str, Any] = {"model": info, "final_ln": spec["final_ln"], "splits": {}}
+    layers = "all" if acts["layers"] == "all" else "last"
+    train = TokenStore(store_dir, "train")
+    heldout_name = acts.get("heldout_split") or train.roles["heldout"]
+    heldout = TokenStore(store_dir, heldout_name)
+    for split, store, split_seed in (("train", train, seed), ("heldout", heldout, seed + 1)):
+        chunks, offsets = store.random_chunks(acts["n_chunks"], acts["chunk_len"], split_seed)
+        result = dump_activations(model, chunks, out_dir / f"{split}.npy", layers=layers, final_ln=spec["final_ln"],
+                                  batch_size=spec["batch_size"], offsets=offsets)
+        meta["splits"][split] = {"n_chunks": acts["n_chunks"], "chunk_len": acts["chunk_len"],
+                                 "distinct_chunks": int(len(np.unique(offsets))),
+                                 "chunks_per_s": result.get("chunks_per_s"), "layers": result["layers"]}
+    meta["layers"] = hf_layer_names(meta["splits"]["train"]["layers"], info["n_layer"], spec["final_ln"])
+    meta["d_model"] = info["d_model"]
+    meta["heldout_split"] = heldout_name
+    write_json(out_dir / "meta.json", meta)
+    return meta

@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
+from assocmem import runtime
 from assocmem.io import AssocmemError
 
 DEFAULT_QUERY_BATCH = 16384
@@ -56,7 +57,8 @@ class IvfResult(NamedTuple):
 
 
 def default_threads() -> int:
-    """Threads faiss should use: $OMP_NUM_THREADS (set by snakemake from `threads:`) or all cores."""
+    """Threads faiss uses when none are given: $OMP_NUM_THREADS (set by :func:`assocmem.runtime.set_threads`)
+    or all cores."""
     env = os.environ.get("OMP_NUM_THREADS", "").strip()
     if env:
         try:
@@ -77,36 +79,14 @@ def set_threads(threads: int | None = None) -> int:
     return count
 
 
-def gpu_count() -> int:
-    """CUDA devices faiss can use; 0 for a CPU-only faiss build or when no CUDA device is visible."""
-    if not hasattr(faiss, "StandardGpuResources"):
-        return 0
-    try:
-        return int(faiss.get_num_gpus())  # queries the CUDA runtime, so > 0 means CUDA is present
-    except (AttributeError, RuntimeError):
-        return 0
-
-
 def resolve_device(device: str = "auto") -> str:
-    """Map "auto" | "cpu" | "gpu" (alias "cuda") to "cpu" or "gpu"; requesting an absent GPU is an error."""
-    wanted = device.lower()
-    if wanted not in {"auto", "cpu", "gpu", "cuda"}:
-        raise AssocmemError(f"device must be 'auto', 'cpu' or 'gpu', got {device!r}")
-    if wanted == "cpu":
-        return "cpu"
-    has_gpu = gpu_count() > 0
-    if wanted == "auto":
-        return "gpu" if has_gpu else "cpu"
-    if not has_gpu:
-        raise AssocmemError(
-            f"device={device!r} requested but faiss has no GPU support here (StandardGpuResources "
-            f"present: {hasattr(faiss, 'StandardGpuResources')}, GPUs seen: {gpu_count()})"
-        )
-    return "gpu"
+    """"auto" | "cpu" | "gpu" | "cuda" -> "cpu" or "gpu" (faiss-GPU), via :func:`assocmem.runtime.resolve_device`."""
+    resolved = runtime.resolve_device(device, faiss=True, key="neighbours.device")
+    return "cpu" if resolved == "cpu" else "gpu"
 
 
 def _resolve_gpu_ids(gpu_ids: Sequence[int] | None) -> list[int]:
-    available = gpu_count()
+    available = runtime.faiss_gpu_count()
     ids = list(range(available)) if gpu_ids is None else [int(g) for g in gpu_ids]
     if not ids:
         raise AssocmemError("gpu_ids is empty")
@@ -646,3 +626,46 @@ def summarise(df: pd.DataFrame, group_cols: Sequence[str]) -> pd.DataFrame:
     if group_cols:
         return stats.reset_index()[[*group_cols, *SUMMARY_COLUMNS]]
     return stats.reset_index(drop=True)[list(SUMMARY_COLUMNS)]
+
+
+# --------------------------------------------------------------------------- the neighbours stage
+
+
+def search_layer(x: np.ndarray, q: np.ndarray, cfg: dict[str, Any], seed: int
+                 ) -> tuple[pd.DataFrame, pd.DataFrame, list[dict[str, Any]]]:
+    """Self-search of one layer's training activations at every subsample fraction, and held-out queries
+    against them: exact (default) or IVF, which also returns its measured recall@k."""
+    k, fractions, device = cfg["k"], tuple(cfg["fractions"]), cfg["device"]
+    if cfg["method"] == "exact":
+        return (self_search(x, k, fractions=fractions, seed=seed, device=device),
+                heldout_search(x, q, k, device=device), [])
+    ivf = {"nlist": cfg["nlist"], "nprobe": cfg["nprobe"], "sample": cfg["recall_sample"], "seed": seed,
+           "device": device}
+    self_df, self_recall = ivf_self_search(x, k, fractions, **ivf)
+    held_df, held_recall = ivf_heldout_search(x, q, k, **ivf)
+    recall = [{"fraction": f, "protocol": "self", "recall_at_k": r} for f, r in self_recall.items()]
+    return self_df, held_df, recall + [{"fraction": 1.0, "protocol": "heldout", "recall_at_k": held_recall}]
+
+
+def search_activations(train: np.ndarray, heldout: np.ndarray, layers: Sequence[str], cfg: dict[str, Any],
+                       seed: int) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """Every layer of (n_layers, n_chunks, d) activation arrays: (self frame, held-out frame, summary)."""
+    self_frames, held_frames, recalls = [], [], []
+    for slot, layer in enumerate(layers):
+        x = np.ascontiguousarray(train[slot], dtype=np.float32)
+        q = np.ascontiguousarray(heldout[slot], dtype=np.float32)
+        self_df, held_df, recall = search_layer(x, q, cfg, seed)
+        self_frames.append(self_df.assign(layer=layer))
+        held_frames.append(held_df.assign(layer=layer))
+        recalls += [{"layer": layer, **row} for row in recall]
+    self_df = pd.concat(self_frames, ignore_index=True)
+    held_df = pd.concat(held_frames, ignore_index=True)
+    summary = pd.concat([
+        summarise(self_df, ["layer", "fraction"]).assign(protocol="self"),
+        summarise(held_df.assign(fraction=1.0), ["layer", "fraction"]).assign(protocol="heldout"),
+    ], ignore_index=True)
+    summary["n_dim"] = int(train.shape[2])
+    summary["method"] = cfg["method"]
+    if recalls:
+        summary = summary.merge(pd.DataFrame(recalls), on=["layer", "fraction", "protocol"], how="left")
+    return self_df, held_df, summary

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -25,7 +25,8 @@ from tqdm import tqdm
 
 from assocmem.io import AssocmemError, atomic_path, write_csv, write_json
 from assocmem.model import DecoderLM, ModelConfig, flops_per_token
-from assocmem.tokens import PAD_ID, SequenceStore
+from assocmem.runtime import resolve_device
+from assocmem.tokenstore import TokenStore
 
 IGNORE = -100
 Batch = tuple[torch.Tensor, torch.Tensor]
@@ -35,31 +36,39 @@ class BatchSource(Protocol):
     def batch(self, step: int) -> Batch: ...
 
 
-@dataclass(frozen=True)
 class SequenceBatches:
-    """Padded batches of whole sequences, drawn epoch by epoch from rows [start, stop) of a store."""
+    """Padded batches of whole sequences, drawn epoch by epoch from rows [start, stop) of a sequences store.
 
-    store: SequenceStore
-    start: int
-    stop: int
-    batch_size: int
-    seed: int
+    Epoch e visits the rows in the order of a permutation seeded by (seed, e), computed once per epoch."""
 
-    def _row(self, position: int) -> int:
+    def __init__(self, store: TokenStore, start: int, stop: int, batch_size: int, seed: int) -> None:
+        if stop <= start:
+            raise AssocmemError(f"no training sequences in rows [{start}, {stop}) of {store.store_dir}")
+        self.store, self.start, self.stop, self.batch_size, self.seed = store, start, stop, batch_size, seed
+        self._cached: tuple[int, np.ndarray] | None = None
+
+    def _permutation(self, epoch: int) -> np.ndarray:
+        if self._cached is None or self._cached[0] != epoch:
+            self._cached = (epoch, np.random.default_rng([self.seed, epoch]).permutation(self.stop - self.start))
+        return self._cached[1]
+
+    def rows(self, step: int) -> list[int]:
+        """Store rows of the batch of ``step``."""
         n = self.stop - self.start
-        epoch, offset = divmod(position, n)
-        permutation = np.random.default_rng([self.seed, epoch]).permutation(n)
-        return self.start + int(permutation[offset])
+        first = step * self.batch_size
+        rows = []
+        for position in range(first, first + self.batch_size):
+            epoch, offset = divmod(position, n)
+            rows.append(self.start + int(self._permutation(epoch)[offset]))
+        return rows
 
     def batch(self, step: int) -> Batch:
-        first = step * self.batch_size
-        rows = [self._row(first + j) for j in range(self.batch_size)]
-        return to_lm_batch(self.store.padded_batch(rows))
+        return to_lm_batch(self.store.padded_batch(self.rows(step)), self.store.pad_id)
 
 
 @dataclass(frozen=True)
 class WindowBatches:
-    """nanoGPT-style random windows of ``block_size`` tokens from a corpus token store (any object with
+    """nanoGPT-style random windows of ``block_size`` tokens from a token store (any object with
     ``sample_windows(rng, batch_size, block_size)``); the windows of step s depend only on (seed, s)."""
 
     store: Any
@@ -78,15 +87,16 @@ def fixed_windows(store: Any, n_batches: int, batch_size: int, block_size: int, 
     return [source.batch(i) for i in range(n_batches)]
 
 
-def to_lm_batch(padded: np.ndarray, pad_id: int = PAD_ID) -> Batch:
+def to_lm_batch(padded: np.ndarray, pad_id: int = 0) -> Batch:
     tokens = torch.from_numpy(padded)
     inputs, targets = tokens[:, :-1].clone(), tokens[:, 1:].clone()
     targets[targets == pad_id] = IGNORE
     return inputs, targets
 
 
-def fixed_batches(store: SequenceStore, rows: np.ndarray, batch_size: int) -> list[Batch]:
-    return [to_lm_batch(store.padded_batch(rows[i:i + batch_size])) for i in range(0, len(rows), batch_size)]
+def fixed_batches(store: TokenStore, rows: np.ndarray, batch_size: int) -> list[Batch]:
+    return [to_lm_batch(store.padded_batch(rows[i:i + batch_size]), store.pad_id)
+            for i in range(0, len(rows), batch_size)]
 
 
 @dataclass
@@ -122,14 +132,6 @@ def lr_at(step: int, s: TrainSettings) -> float:
     progress = min(1.0, (step - s.warmup_steps) / span)
     floor = s.lr * s.min_lr_ratio
     return floor + 0.5 * (s.lr - floor) * (1 + math.cos(math.pi * progress))
-
-
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name == "cuda" and not torch.cuda.is_available():
-        raise AssocmemError("train.device is 'cuda' but no CUDA device is available")
-    return torch.device(name)
 
 
 def make_optimizer(model: torch.nn.Module, s: TrainSettings, device: torch.device) -> torch.optim.AdamW:
@@ -254,6 +256,7 @@ class TrainJob:
     eval_sets: dict[str, list[Batch]]
     seed: int
     tokens_per_sequence: float
+    summary_extra: dict[str, Any] = field(default_factory=dict)
 
     def _autocast(self, device: torch.device) -> Callable[[], Any]:
         if self.settings.precision == "bf16" and device.type == "cuda":
@@ -291,7 +294,7 @@ class TrainJob:
 
     def run(self, on_step: Callable[[int], None] | None = None) -> dict[str, Any]:
         s = self.settings
-        device = init_distributed(resolve_device(s.device))
+        device = init_distributed(torch.device(resolve_device(s.device, key="train.device")))
         is_main = dist_rank_world()[0] == 0
         torch.manual_seed(self.seed)
         model = DecoderLM(self.model_config).to(device)
@@ -354,9 +357,9 @@ class TrainJob:
         write_csv(self.run_dir / "metrics.csv", metrics)
         last = metrics.iloc[-1].to_dict()
         summary = {"n_params": n_params, "steps": state.step, "device": str(device),
-                   "peak_flops_measured": peak, "final": last,
-                   "loss_tokens": "all non-padding targets (every token after <sos>, incl. <eos>)"}
-        write_json(self.run_dir / "summary.json", summary)
+                   "peak_flops_measured": peak, "final": last, "model_config": self.model_config.to_dict(),
+                   **self.summary_extra}
+        write_json(self.run_dir / "summary.json", summary)  # the one writer of summary.json (rank 0 only)
         return summary
 
 
@@ -367,3 +370,39 @@ def load_model(path: Path, device: str | torch.device = "cpu") -> DecoderLM:
     model = DecoderLM(ModelConfig(**payload["config"]))
     model.load_state_dict(payload["model"])
     return model.eval()
+
+
+def model_context(store: TokenStore, train_cfg: dict[str, Any]) -> int:
+    """Positions the model needs: the longest sequence of any split, or the training window."""
+    if store.batching == "sequences":
+        return int(max(info["max_len"] for info in store.meta["splits"].values()))
+    return int(train_cfg["block_size"])
+
+
+def build_job(train_cfg: dict[str, Any], model_spec: dict[str, Any], seed: int, store_dir: Path,
+              run_dir: Path) -> TrainJob:
+    """The training job of one model on one subset view; batching follows the store (sequences or windows)."""
+    settings = TrainSettings.from_config(train_cfg)
+    train = TokenStore(store_dir, "train")
+    val = TokenStore(store_dir, train.roles["validation"])
+    spec = dict(model_spec, max_len=max(model_spec.get("max_len", 64), model_context(train, train_cfg)))
+    model_config = ModelConfig.from_dict(spec, vocab_size=train.vocab_size)
+    batch, n_eval = settings.batch_size, settings.eval_batches * settings.batch_size
+    if train.batching == "sequences":
+        rng = np.random.default_rng([seed, 99])
+        rows = np.arange(len(train))
+        train_eval_rows = np.sort(rng.choice(rows, size=min(n_eval, len(rows)), replace=False))
+        eval_sets = {"train_eval": fixed_batches(train, train_eval_rows, batch),
+                     "val": fixed_batches(val, np.arange(min(n_eval, len(val))), batch)}
+        batches: BatchSource = SequenceBatches(train, 0, len(train), batch, seed)
+        tokens_per_sequence = float(train.meta["splits"]["train"]["mean_len"])
+    else:
+        block = int(train_cfg["block_size"])
+        eval_sets = {"train_eval": fixed_windows(train, settings.eval_batches, batch, block, seed),
+                     "val": fixed_windows(val, settings.eval_batches, batch, block, seed + 1)}
+        batches = WindowBatches(train, batch, block, seed)
+        tokens_per_sequence = float(block)
+    subset = {"n_tokens": train.n_tokens, "n_docs": train.n_docs, **train.meta.get("subset", {})}
+    return TrainJob(run_dir=run_dir, model_config=model_config, settings=settings, train_batches=batches,
+                    eval_sets=eval_sets, seed=seed, tokens_per_sequence=tokens_per_sequence,
+                    summary_extra={"subset": subset, "loss_tokens": train.loss_tokens})

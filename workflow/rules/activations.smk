@@ -1,18 +1,21 @@
 rule activations:
     """Hidden states at the last position of sampled chunks, from training and held-out data."""
     input:
-        unpack(train_inputs),
-        model=rules.train.output.model,
+        store=P("tokens_meta"),
+        subset=P("subset_meta"),
+        model=P("model"),
     output:
-        train=f"{R}/{{exp}}/activations/{{model}}/{{subset}}/train.npy",
-        heldout=f"{R}/{{exp}}/activations/{{model}}/{{subset}}/heldout.npy",
-        meta=f"{R}/{{exp}}/activations/{{model}}/{{subset}}/meta.json",
+        train=P("acts_train"),
+        heldout=P("acts_heldout"),
+        train_index=P("acts_train_index"),
+        heldout_index=P("acts_heldout_index"),
+        meta=P("acts_meta"),
     wildcard_constraints:
         subset=r"pct[0-9.]+",
     params:
-        spec=lambda w: as_json({"activations": EXPS[w.exp]["activations"], "seed": config["seed"]}),
-        data_args=data_args,
-        out_dir=lambda w, output: Path(output.meta).parent,
+        spec=activation_params,
+        store_dir=parent_dir("in.subset"),
+        out_dir=parent_dir("out.meta"),
     conda:
         "../envs/assocmem.yaml"
     log:
@@ -25,22 +28,23 @@ rule activations:
         runtime=60,
     shell:
         "python -m assocmem activations --threads {threads} --params {params.spec:q} --model {input.model}"
-        " {params.data_args} --out-dir {params.out_dir} > {log} 2>&1"
+        " --store-dir {params.store_dir} --out-dir {params.out_dir} > {log} 2>&1"
 
 
 rule pretrained_activations:
     """The paper's Fig. 2 protocol on a pretrained HF causal LM (e.g. gpt2-medium)."""
     input:
-        f"{R}/{{exp}}/data/corpus/tokens.json",
+        store=P("tokens_meta"),
     output:
-        train=f"{R}/{{exp}}/activations/{{model}}/pretrained/train.npy",
-        heldout=f"{R}/{{exp}}/activations/{{model}}/pretrained/heldout.npy",
-        meta=f"{R}/{{exp}}/activations/{{model}}/pretrained/meta.json",
+        train=at("acts_train", exp="{exp}", model="{model}", subset=PRETRAINED),
+        heldout=at("acts_heldout", exp="{exp}", model="{model}", subset=PRETRAINED),
+        train_index=at("acts_train_index", exp="{exp}", model="{model}", subset=PRETRAINED),
+        heldout_index=at("acts_heldout_index", exp="{exp}", model="{model}", subset=PRETRAINED),
+        meta=at("acts_meta", exp="{exp}", model="{model}", subset=PRETRAINED),
     params:
-        spec=lambda w: as_json({"pretrained": EXPS[w.exp]["pretrained"][w.model],
-                                "activations": EXPS[w.exp]["activations"], "seed": config["seed"]}),
-        corpus_dir=lambda w, input: Path(input[0]).parent,
-        out_dir=lambda w, output: Path(output.meta).parent,
+        spec=pretrained_params,
+        store_dir=parent_dir("in.store"),
+        out_dir=parent_dir("out.meta"),
     conda:
         "../envs/assocmem.yaml"
     log:
@@ -53,5 +57,5 @@ rule pretrained_activations:
         runtime=240,
         gpu=1,
     shell:
-        "python -m assocmem pretrained-activations --threads {threads} --params {params.spec:q} --corpus-dir {params.corpus_dir}"
-        " --out-dir {params.out_dir} > {log} 2>&1"
+        "python -m assocmem pretrained-activations --threads {threads} --params {params.spec:q}"
+        " --store-dir {params.store_dir} --out-dir {params.out_dir} > {log} 2>&1"

@@ -1,40 +1,43 @@
 rule generate_data:
     """Sample McCoy et al.'s question-formation splits from the embedded grammar, or download them."""
     output:
-        files=expand(f"{R}/{{{{exp}}}}/data/raw/question.{{split}}", split=QF_SPLITS),
-        manifest=f"{R}/{{exp}}/data/raw/manifest.json",
+        files=expand(P("raw_file"), split=QF_SPLITS, allow_missing=True),
+        manifest=P("raw_manifest"),
     params:
-        spec=lambda w: as_json({"dataset": EXPS[w.exp]["dataset"], "seed": config["seed"]}),
-        out_dir=lambda w, output: Path(output.manifest).parent,
+        spec=generate_params,
+        out_dir=parent_dir("out.manifest"),
     conda:
         "../envs/assocmem.yaml"
     log:
         log_path("{exp}/generate_data"),
     benchmark:
         bench_path("{exp}/generate_data")
+    threads: 1
     resources:
         mem_mb=2000,
         runtime=30,
     shell:
-        "python -m assocmem data --params {params.spec:q} --out-dir {params.out_dir} > {log} 2>&1"
+        "python -m assocmem generate-data --params {params.spec:q} --out-dir {params.out_dir} > {log} 2>&1"
 
 
 rule data_audit:
     """Exact Bayes-optimal entropy floor of the data and divergence from McCoy's real dev split."""
     input:
-        rules.generate_data.output.manifest,
+        train=at("raw_file", exp="{exp}", split="train"),
+        manifest=P("raw_manifest"),
     output:
-        floor=f"{R}/{{exp}}/data/floor.json",
-        compare=f"{R}/{{exp}}/data/compare.json",
+        floor=P("floor"),
+        compare=P("compare"),
     params:
-        spec=lambda w: as_json({"dataset": EXPS[w.exp]["dataset"], "seed": config["seed"]}),
-        raw_dir=lambda w, input: Path(input[0]).parent,
+        spec=audit_params,
+        raw_dir=parent_dir("in.manifest"),
     conda:
         "../envs/assocmem.yaml"
     log:
         log_path("{exp}/data_audit"),
     benchmark:
         bench_path("{exp}/data_audit")
+    threads: 1
     resources:
         mem_mb=2000,
         runtime=30,

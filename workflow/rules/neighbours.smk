@@ -1,15 +1,17 @@
 rule neighbours:
     """Exact k-NN distances (faiss): self-search at subsample fractions and held-out vs training."""
     input:
-        rules.activations.output,
+        train=P("acts_train"),
+        heldout=P("acts_heldout"),
+        meta=P("acts_meta"),
     output:
-        self_nn=f"{R}/{{exp}}/neighbours/{{model}}/{{subset}}/self.parquet",
-        heldout_nn=f"{R}/{{exp}}/neighbours/{{model}}/{{subset}}/heldout.parquet",
-        summary=f"{R}/{{exp}}/neighbours/{{model}}/{{subset}}/summary.csv",
+        self_nn=P("nn_self"),
+        heldout_nn=P("nn_heldout"),
+        summary=P("nn_summary"),
     params:
-        spec=lambda w: as_json({"neighbours": EXPS[w.exp]["neighbours"], "seed": config["seed"]}),
-        act_dir=lambda w, input: Path(input[0]).parent,
-        out_dir=lambda w, output: Path(output.summary).parent,
+        spec=neighbour_params,
+        act_dir=parent_dir("in.meta"),
+        out_dir=parent_dir("out.summary"),
     conda:
         "../envs/assocmem.yaml"
     log:

@@ -3,25 +3,26 @@ rule report:
     input:
         report_inputs,
     output:
-        html=f"{R}/report/index.html",
-        markdown=f"{R}/report/report.md",
-        checks=f"{R}/report/checks.json",
+        html=P("report_html"),
+        markdown=P("report_md"),
+        checks=P("report_checks"),
         figures=report(
-            directory(f"{R}/report/figures"),
+            directory(P("report_figures")),
             patterns=["{name}.png"],
             caption="../report/figures.rst",
             category="Figures",
         ),
     params:
         spec=as_json({"report": config["report"], "config": config}),
-        results_dir=lambda w, output: Path(output.html).parent.parent,
-        out_dir=lambda w, output: Path(output.html).parent,
+        results_dir=R,
+        out_dir=parent_dir("out.html"),
     conda:
         "../envs/assocmem.yaml"
     log:
         log_path("report"),
     benchmark:
         bench_path("report")
+    threads: 1
     resources:
         mem_mb=4000,
         runtime=30,

@@ -1,21 +1,23 @@
 rule subsets:
-    """The first X% of the training split's fixed order."""
+    """The first X% of the training split's fixed order, as a view on the token store."""
     input:
-        f"{R}/{{exp}}/data/tokens/meta.json",
+        P("tokens_meta"),
     output:
-        f"{R}/{{exp}}/data/subsets/{{subset}}.json",
+        P("subset_meta"),
     params:
-        fraction=lambda w: subsets_of(w.exp)[w.subset],
-        token_dir=lambda w, input: Path(input[0]).parent,
+        spec=subset_params,
+        store_dir=lambda w, input: Path(input[0]).parent,
+        out_dir=lambda w, output: Path(output[0]).parent,
     conda:
         "../envs/assocmem.yaml"
     log:
         log_path("{exp}/subsets_{subset}"),
     benchmark:
         bench_path("{exp}/subsets_{subset}")
+    threads: 1
     resources:
         mem_mb=1000,
         runtime=10,
     shell:
-        "python -m assocmem subset --token-dir {params.token_dir} --fraction {params.fraction}"
-        " --out {output} > {log} 2>&1"
+        "python -m assocmem subsets --params {params.spec:q} --store-dir {params.store_dir}"
+        " --out-dir {params.out_dir} > {log} 2>&1"

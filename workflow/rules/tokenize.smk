@@ -1,20 +1,25 @@
 rule tokenize:
-    """Word-level vocabulary and flat token memmaps with per-sequence offsets."""
+    """Normalise the data into the token store: QF word-level sequences, or a text corpus (HF hub parquet or
+    local files) with held-out validation documents, streamed into resumable shards."""
     input:
-        rules.generate_data.output.files,
+        unpack(tokenize_inputs),
     output:
-        expand(f"{R}/{{{{exp}}}}/data/tokens/{{name}}", name=TOKEN_FILES),
+        meta=P("tokens_meta"),
+        source=P("tokens_source"),
     params:
-        raw_dir=lambda w, input: Path(input[0]).parent,
-        out_dir=lambda w, output: Path(output[0]).parent,
+        spec=tokenize_params,
+        raw_dir=raw_dir_arg,
+        out_dir=parent_dir("out.meta"),
     conda:
         "../envs/assocmem.yaml"
     log:
         log_path("{exp}/tokenize"),
     benchmark:
         bench_path("{exp}/tokenize")
+    threads: lambda w: 1 if is_qf(w.exp) else EXPS[w.exp]["dataset"]["num_proc"]
     resources:
-        mem_mb=2000,
-        runtime=30,
+        mem_mb=lambda w: 2000 if is_qf(w.exp) else 8000,
+        runtime=lambda w: 30 if is_qf(w.exp) else 720,
     shell:
-        "python -m assocmem tokenize --raw-dir {params.raw_dir} --out-dir {params.out_dir} > {log} 2>&1"
+        "python -m assocmem tokenize --threads {threads} --params {params.spec:q} --out-dir {params.out_dir}"
+        " {params.raw_dir} > {log} 2>&1"

@@ -1,15 +1,18 @@
 rule train:
     """Train one model on one subset; resumes from run_dir/checkpoint.pt if a previous attempt died."""
     input:
-        unpack(train_inputs),
+        store=P("tokens_meta"),
+        subset=P("subset_meta"),
     output:
-        model=f"{R}/{{exp}}/train/{{model}}/{{subset}}/model.pt",
-        metrics=f"{R}/{{exp}}/train/{{model}}/{{subset}}/metrics.csv",
-        summary=f"{R}/{{exp}}/train/{{model}}/{{subset}}/summary.json",
+        model=P("model"),
+        metrics=P("metrics"),
+        summary=P("summary"),
+    wildcard_constraints:
+        subset=r"pct[0-9.]+",
     params:
-        spec=train_spec,
-        data_args=data_args,
-        run_dir=lambda w, output: Path(output.model).parent,
+        spec=train_params,
+        store_dir=parent_dir("in.subset"),
+        run_dir=parent_dir("out.model"),
         launcher=train_launcher,
     conda:
         "../envs/assocmem.yaml"
@@ -19,9 +22,9 @@ rule train:
         bench_path("{exp}/train_{model}_{subset}")
     threads: THREADS
     resources:
-        mem_mb=lambda w: 16000 if is_corpus(w.exp) else 3000,
-        runtime=lambda w: 2880 if is_corpus(w.exp) else 240,
+        mem_mb=lambda w: 3000 if is_qf(w.exp) else 16000,
+        runtime=lambda w: 240 if is_qf(w.exp) else 2880,
         gpu=lambda w: EXPS[w.exp]["train"]["gpus"],
     shell:
-        "{params.launcher} -m assocmem train --threads {threads} --params {params.spec:q} {params.data_args}"
-        " --run-dir {params.run_dir} > {log} 2>&1"
+        "{params.launcher} -m assocmem train --threads {threads} --params {params.spec:q}"
+        " --store-dir {params.store_dir} --run-dir {params.run_dir} > {log} 2>&1"

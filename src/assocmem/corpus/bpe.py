@@ -5,24 +5,22 @@ Every tokenizer encodes *ordinary* text: a literal ``<|endoftext|>`` inside a do
 never as the end-of-text id, so the end-of-text id in a token stream always marks a document boundary
 (nanoGPT uses ``encode_ordinary`` for the same reason).
 
-Tokenizers are picklable: pickling keeps the spec only and the receiving process rebuilds the backend, which
-is how worker processes of :func:`assocmem.corpus.stream.tokenize_corpus` get theirs.
+Tokenizers are picklable (see :class:`assocmem.tokenwriter.Tokenizer`).
 """
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import os
 import socket
 import tempfile
-from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from itertools import islice
 from pathlib import Path
 from typing import Any
 
 from assocmem.io import AssocmemError, sha256_file, write_text
+from assocmem.tokenwriter import Tokenizer
 
 EOT_TEXT = "<|endoftext|>"
 TIKTOKEN_HOST = "openaipublic.blob.core.windows.net"
@@ -35,43 +33,7 @@ _TIKTOKEN_FILES = {
 _PROXY_VARIABLES = ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")
 
 
-class CorpusTokenizer(ABC):
-    """Common interface: ``encode_batch``, ``eot_id``, ``vocab_size``, ``name``."""
-
-    name: str
-    vocab_size: int
-    eot_id: int
-
-    def __init__(self, spec: dict[str, Any], num_threads: int | None = None) -> None:
-        self.spec = dict(spec)
-        # None: the backend parallelises a batch itself; 1: encode sequentially (inside worker processes).
-        self.num_threads = num_threads
-        self._build()
-
-    @abstractmethod
-    def _build(self) -> None: ...
-
-    @abstractmethod
-    def encode_batch(self, texts: list[str]) -> list[list[int]]: ...
-
-    @abstractmethod
-    def decode(self, ids: list[int]) -> str: ...
-
-    def with_threads(self, num_threads: int | None) -> CorpusTokenizer:
-        clone = copy.copy(self)
-        clone.num_threads = num_threads
-        return clone
-
-    def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "vocab_size": self.vocab_size, "eot_id": self.eot_id, "spec": self.spec}
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {"spec": self.spec, "num_threads": self.num_threads}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.spec = state["spec"]
-        self.num_threads = state["num_threads"]
-        self._build()
+CorpusTokenizer = Tokenizer  # the corpus tokenizers share the writer's interface
 
 
 class TiktokenTokenizer(CorpusTokenizer):

@@ -210,7 +210,7 @@ def _file_records(spec: dict[str, Any]) -> list[dict[str, Any]] | None:
 def prepare_corpus(
     spec: dict[str, Any], out_dir: str | os.PathLike[str]
 ) -> tuple[datasets.Dataset, dict[str, Any]]:
-    """Load the corpus, draw the validation ids, write ``corpus.json`` and ``val_ids.npy`` to ``out_dir``."""
+    """Load the corpus, draw the validation ids, write ``source.json`` and ``val_ids.npy`` to ``out_dir``."""
     dataset = load_corpus(spec)
     val_ids = validation_ids(
         dataset.num_rows, seed=int(spec.get("seed", 0)), val_fraction=spec.get("val_fraction"),
@@ -218,7 +218,7 @@ def prepare_corpus(
     )
     meta = order_metadata(dataset, spec, val_ids)
     write_npy(Path(out_dir) / "val_ids.npy", val_ids)
-    write_json(Path(out_dir) / "corpus.json", meta)
+    write_json(Path(out_dir) / "source.json", meta)
     return dataset, meta
 
 

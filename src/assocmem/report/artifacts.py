@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from assocmem.config import subset_name
+from assocmem import layout
 from assocmem.io import AssocmemError, read_json
 
 
@@ -44,15 +44,16 @@ class Run:
 
 @dataclass
 class Experiment:
-    """Artifacts of one experiment. QF experiments have manifest/floor/compare; corpus ones have corpus."""
+    """Artifacts of one experiment: its token store's meta and source record; QF experiments also have
+    the raw manifest, the exact floor and the comparison with McCoy's files."""
 
     name: str
     config: dict[str, Any]
     token_meta: dict[str, Any]
+    source: dict[str, Any]
     manifest: dict[str, Any] | None = None
     floor: dict[str, Any] | None = None
     compare: dict[str, Any] | None = None
-    corpus: dict[str, Any] | None = None
     runs: list[Run] = field(default_factory=list)
 
     @property
@@ -74,18 +75,19 @@ def _read_parquet(path: Path) -> pd.DataFrame:
 
 def load_run(results: Path, exp: str, model: str, fraction: float | None) -> Run:
     """A trained run (fraction given) or a pretrained model (fraction None)."""
-    subset = subset_name(fraction) if fraction is not None else "pretrained"
-    train_dir = results / exp / "train" / model / subset
-    nn_dir = results / exp / "neighbours" / model / subset
-    act_dir = results / exp / "activations" / model / subset
+    subset = layout.subset_name(fraction) if fraction is not None else layout.PRETRAINED_SUBSET
     trained = fraction is not None
+
+    def at(name: str) -> Path:
+        return layout.path(results, name, exp=exp, model=model, subset=subset)
+
     return Run(
         exp=exp, model=model, subset=subset, fraction=fraction if trained else 1.0,
-        metrics=_read_csv(train_dir / "metrics.csv") if trained else None,
-        summary=read_json(train_dir / "summary.json") if trained else None,
-        act_meta=read_json(act_dir / "meta.json"), act_dir=act_dir,
-        nn_summary=_read_csv(nn_dir / "summary.csv"), nn_self=_read_parquet(nn_dir / "self.parquet"),
-        nn_heldout=_read_parquet(nn_dir / "heldout.parquet"),
+        metrics=_read_csv(at("metrics")) if trained else None,
+        summary=read_json(at("summary")) if trained else None,
+        act_meta=read_json(at("acts_meta")), act_dir=at("acts_meta").parent,
+        nn_summary=_read_csv(at("nn_summary")), nn_self=_read_parquet(at("nn_self")),
+        nn_heldout=_read_parquet(at("nn_heldout")),
     )
 
 
@@ -93,16 +95,14 @@ def load_experiments(results_dir: Path, config: dict[str, Any]) -> list[Experime
     results = Path(results_dir)
     experiments = []
     for name, exp_cfg in config["experiments"].items():
-        data = results / name / "data"
+        experiment = Experiment(name=name, config=exp_cfg,
+                                token_meta=read_json(layout.path(results, "tokens_meta", exp=name)),
+                                source=read_json(layout.path(results, "tokens_source", exp=name)))
+        if exp_cfg["dataset"]["name"] == "question_formation":
+            experiment.manifest = read_json(layout.path(results, "raw_manifest", exp=name))
+            experiment.floor = read_json(layout.path(results, "floor", exp=name))
+            experiment.compare = read_json(layout.path(results, "compare", exp=name))
         fractions = exp_cfg["subsets"]["fractions"]
-        if exp_cfg["dataset"]["name"] == "corpus":
-            experiment = Experiment(name=name, config=exp_cfg, token_meta=read_json(data / "corpus" / "tokens.json"),
-                                    corpus=read_json(data / "corpus" / "corpus.json"))
-        else:
-            experiment = Experiment(
-                name=name, config=exp_cfg, token_meta=read_json(data / "tokens" / "meta.json"),
-                manifest=read_json(data / "raw" / "manifest.json"), floor=read_json(data / "floor.json"),
-                compare=read_json(data / "compare.json"))
         experiment.runs = [load_run(results, name, model, f) for model in exp_cfg["models"] for f in fractions]
         experiment.runs += [load_run(results, name, model, None) for model in exp_cfg["pretrained"]]
         experiments.append(experiment)

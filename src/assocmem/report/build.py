@@ -46,7 +46,7 @@ def corpus_data_section(exp: Experiment) -> Section:
     meta = exp.token_meta
     rows = [[split, v["n_docs"], v["n_tokens"], v["run"].get("tokens_per_s")] for split, v in meta["splits"].items()]
     section.tables.append(markdown_table(["split", "documents", "tokens", "tokenize throughput (tokens/s)"], rows))
-    order = exp.corpus or {}
+    order = exp.source
     section.paragraphs.append(
         f"Tokenizer: `{meta['tokenizer']['name']}` (vocabulary {meta['tokenizer']['vocab_size']}). Document order "
         f"is the source order; its sha256 is `{order.get('order_sha256', order.get('ids_sha256', 'n/a'))}`. "
@@ -79,7 +79,7 @@ def data_section(exp: Experiment) -> Section:
     splits = exp.token_meta["splits"]
     section.tables.append(markdown_table(
         ["split", "sequences", "tokens", "mean length", "sha256 (tokens)"],
-        [[s, v["n_sequences"], v["n_tokens"], v["mean_len"], v["sha256"][:16]] for s, v in splits.items()]))
+        [[s, v["n_docs"], v["n_tokens"], v["mean_len"], v["shards"][0]["sha256"][:16]] for s, v in splits.items()]))
     section.paragraphs.append(
         f"Source: `{exp.manifest.get('source')}`. Loss counts {exp.token_meta['loss_tokens']}. "
         f"Exact entropy floor of the training distribution: **{floor['floor_nats_per_token']:.4f} nats/token** "

@@ -30,12 +30,6 @@ def format_number(value: Any) -> str:
     return str(value)
 
 
-def numbers_inline(numbers: dict[str, Any], limit: int = 8) -> str:
-    items = list(numbers.items())[:limit]
-    text = "; ".join(f"{k} = {format_number(v)}" for k, v in items)
-    return text + ("; …" if len(numbers) > limit else "")
-
-
 def markdown_table(header: list[str], rows: list[list[Any]]) -> str:
     def cell(value: Any) -> str:
         return format_number(value).replace("|", "\\|").replace("\n", " ")

@@ -88,19 +88,6 @@ def _lse_rows(values: np.ndarray) -> np.ndarray:
     return top + np.log(np.exp(values - top[:, None]).sum(axis=1))
 
 
-def sq_distances(queries: np.ndarray, patterns: np.ndarray) -> np.ndarray:
-    """Full (m, d) matrix of squared distances (small inputs only; tests and landscapes)."""
-    queries, patterns = as_patterns(queries, "queries"), as_patterns(patterns)
-    _check_dims(queries, patterns)
-    return _sq_dist_block(queries, patterns, (patterns * patterns).sum(axis=1))
-
-
-def nearest_sq_distance(queries: np.ndarray, patterns: np.ndarray, squared: bool = True) -> np.ndarray:
-    """g(x) = min_i d(x, rho_i); ``squared=False`` gives the plain Euclidean distance instead."""
-    terms = energy_terms(queries, patterns)
-    return terms.nearest_sq_dist if squared else np.sqrt(terms.nearest_sq_dist)
-
-
 def distance_energy(queries: np.ndarray, patterns: np.ndarray, beta: float = 1.0) -> np.ndarray:
     """E(x) = -log sum_i exp(-beta ||x - rho_i||^2) (eq. 4 with an optional inverse temperature)."""
     queries, patterns = as_patterns(queries, "queries"), as_patterns(patterns)

@@ -93,3 +93,17 @@ def download_files(urls: dict[str, str], sha256: dict[str, str | None], cache_di
         manifest[name] = {"url": url, "path": str(dest), "sha256": observed, "status": status,
                           "trusted_on_first_use": expected is None}
     return manifest
+
+
+def fetch_qf(download: dict, out_dir: Path) -> dict:
+    """Download (or take from the cache) McCoy's files named in the config's ``download`` section and copy
+    them into ``out_dir``; returns the manifest entries (per file: url, path, sha256, status)."""
+    import shutil
+
+    urls = download["urls"] or MCCOY_URLS
+    hashes = {**MCCOY_SHA256, **download["sha256"]}
+    downloaded = download_files(urls, hashes, Path(download["cache_dir"]), timeout=download["timeout_s"])
+    for name, entry in downloaded.items():
+        with atomic_path(Path(out_dir) / name) as tmp:
+            shutil.copyfile(entry["path"], tmp)
+    return {"files": downloaded, "sha256": {name: entry["sha256"] for name, entry in downloaded.items()}}

@@ -1,4 +1,5 @@
-"""Streaming, multiprocess, resumable tokenization of a document stream into sharded flat token files.
+"""Streaming, multiprocess, resumable tokenization of a document stream into a token store
+(:mod:`assocmem.tokenstore`); every dataset, Question-Formation and text corpora alike, is written through here.
 
 Memory stays bounded whatever the corpus size: documents are read lazily in batches of ``batch_docs``, at
 most ``max_in_flight`` batches are being encoded at any time, and token ids go straight from the worker's
@@ -11,12 +12,14 @@ whatever ``num_proc`` and ``batch_docs`` are.
 from __future__ import annotations
 
 import contextlib
+import copy
 import hashlib
 import json
 import logging
 import multiprocessing
 import os
 import time
+from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
@@ -28,26 +31,75 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from assocmem.corpus.bpe import CorpusTokenizer
-from assocmem.corpus.store import (
+from assocmem.io import AssocmemError, atomic_path, read_json, write_json, write_npy
+from assocmem.tokenstore import (
+    BATCHING,
+    FORMAT,
     FORMAT_VERSION,
-    meta_path,
+    TokenStore,
+    document_offsets,
+    offsets_path,
     shard_bin_path,
     shard_json_path,
     shard_stem,
+    split_record_path,
+    split_statistics,
     token_dtype,
     verify_shard,
 )
-from assocmem.io import AssocmemError, atomic_path, read_json, write_json
 
 log = logging.getLogger(__name__)
 
 ShardHook = Callable[[dict[str, Any]], None]
 
 
+class Tokenizer(ABC):
+    """What the writer needs of a tokenizer: ``encode_batch``, ``eot_id``, ``vocab_size``, ``name``.
+
+    Tokenizers are picklable: pickling keeps the spec only and the receiving process rebuilds the backend,
+    which is how worker processes get theirs.
+    """
+
+    name: str
+    vocab_size: int
+    eot_id: int
+    pad_id: int | None = None
+
+    def __init__(self, spec: dict[str, Any], num_threads: int | None = None) -> None:
+        self.spec = dict(spec)
+        # None: the backend parallelises a batch itself; 1: encode sequentially (inside worker processes).
+        self.num_threads = num_threads
+        self._build()
+
+    @abstractmethod
+    def _build(self) -> None: ...
+
+    @abstractmethod
+    def encode_batch(self, texts: list[str]) -> list[list[int]]: ...
+
+    @abstractmethod
+    def decode(self, ids: list[int]) -> str: ...
+
+    def with_threads(self, num_threads: int | None) -> Tokenizer:
+        clone = copy.copy(self)
+        clone.num_threads = num_threads
+        return clone
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "vocab_size": self.vocab_size, "eot_id": self.eot_id, "spec": self.spec}
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"spec": self.spec, "num_threads": self.num_threads}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.spec = state["spec"]
+        self.num_threads = state["num_threads"]
+        self._build()
+
+
 def tokenize_corpus(
     docs: Iterable[str],
-    tokenizer: CorpusTokenizer,
+    tokenizer: Tokenizer,
     out_dir: str | os.PathLike[str],
     *,
     split: str = "train",
@@ -80,7 +132,7 @@ def tokenize_corpus(
         log.info("split %r in %s is already tokenized (%d tokens)", split, out_dir, done["n_tokens"])
         return {**done, "run": {**done["run"], "skipped": True}}
     finished = _finished_shards(out_dir, split, config) if resume else []
-    meta_path(out_dir, split).unlink(missing_ok=True)  # the shards are about to change under it
+    split_record_path(out_dir, split).unlink(missing_ok=True)  # the shards are about to change under it
     _remove_stale_temporaries(out_dir, split)
     started = time.perf_counter()
     shards, new_tokens, new_docs = _write_shards(
@@ -95,7 +147,7 @@ def tokenize_corpus(
         "resumed_shards": len(finished), "tokens_per_s": new_tokens / elapsed if elapsed > 0 else 0.0,
     }
     meta = _split_meta(config, shards, source, run)
-    write_json(meta_path(out_dir, split), meta)
+    write_json(split_record_path(out_dir, split), meta)
     log.info(
         "tokenized split %r: %d docs, %d tokens in %d shards; %.0f tokens/s (%d new tokens, %d workers)",
         split, meta["n_docs"], meta["n_tokens"], len(shards), run["tokens_per_s"], new_tokens, num_proc,
@@ -104,7 +156,7 @@ def tokenize_corpus(
 
 
 def encode_documents(
-    tokenizer: CorpusTokenizer, dtype: np.dtype, texts: list[str]
+    tokenizer: Tokenizer, dtype: np.dtype, texts: list[str]
 ) -> tuple[np.ndarray, np.ndarray, bytes]:
     """Encode a batch: (flat tokens with EOT after each document, per-document lengths, concatenated sha256
     digests of each document's UTF-8 text)."""
@@ -144,7 +196,7 @@ def ordered_bounded_map(
 _worker_state: dict[str, Any] = {}
 
 
-def _init_worker(tokenizer: CorpusTokenizer, dtype_str: str) -> None:
+def _init_worker(tokenizer: Tokenizer, dtype_str: str) -> None:
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
     _worker_state["tokenizer"] = tokenizer.with_threads(1)
     _worker_state["dtype"] = np.dtype(dtype_str)
@@ -155,7 +207,7 @@ def _worker_encode(texts: list[str]) -> tuple[np.ndarray, np.ndarray, bytes]:
 
 
 def _encoded_batches(
-    batches: Iterable[list[str]], tokenizer: CorpusTokenizer, dtype: np.dtype, *,
+    batches: Iterable[list[str]], tokenizer: Tokenizer, dtype: np.dtype, *,
     num_proc: int, max_in_flight: int, start_method: str, stack: contextlib.ExitStack,
 ) -> Iterator[tuple[np.ndarray, np.ndarray, bytes]]:
     if num_proc == 1:
@@ -279,7 +331,7 @@ class _ShardSink:
 
 
 def _write_shards(
-    docs: Iterable[str], tokenizer: CorpusTokenizer, out_dir: Path, config: dict[str, Any],
+    docs: Iterable[str], tokenizer: Tokenizer, out_dir: Path, config: dict[str, Any],
     finished: list[dict[str, Any]], *, num_proc: int, batch_docs: int, max_in_flight: int,
     on_shard_done: ShardHook | None, progress: bool, total_docs: int | None, start_method: str,
 ) -> tuple[list[dict[str, Any]], int, int]:
@@ -306,7 +358,7 @@ def _write_shards(
 
 
 def _shard_config(
-    tokenizer: CorpusTokenizer, split: str, shard_tokens: int, source: dict[str, Any] | None
+    tokenizer: Tokenizer, split: str, shard_tokens: int, source: dict[str, Any] | None
 ) -> dict[str, Any]:
     """Settings every shard records; resuming with different settings is refused."""
     source_json = json.dumps(source, sort_keys=True, default=str)
@@ -348,7 +400,7 @@ def _end_of(shards: list[dict[str, Any]]) -> tuple[int, int]:
 
 
 def _completed_meta(out_dir: Path, split: str, config: dict[str, Any]) -> dict[str, Any] | None:
-    path = meta_path(out_dir, split)
+    path = split_record_path(out_dir, split)
     if not path.exists():
         return None
     meta = read_json(path)
@@ -387,3 +439,36 @@ def _remove_stale_shards(out_dir: Path, split: str, keep: int) -> None:
         shard_json_path(out_dir, split, index).unlink(missing_ok=True)
         shard_bin_path(out_dir, split, index).unlink(missing_ok=True)
         index += 1
+
+
+def finish_store(out_dir: str | os.PathLike[str], splits: list[str], tokenizer: Tokenizer, *, batching: str,
+                 roles: dict[str, str], loss_tokens: str, extra: dict[str, Any] | None = None,
+                 split_extra: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Fold the finished splits' records into the store's ``meta.json`` (the file readers use).
+
+    ``sequences`` stores also get ``{split}.offsets.npy`` (document boundaries found from the end-of-text
+    ids) and per-split length statistics. ``roles`` names the ``validation`` and ``heldout`` splits.
+    """
+    if batching not in BATCHING:
+        raise AssocmemError(f"batching must be one of {BATCHING}, got {batching!r}")
+    out_dir = Path(out_dir)
+    records = {split: read_json(split_record_path(out_dir, split)) for split in splits}
+    missing = [role for role, split in roles.items() if split not in records]
+    if missing:
+        raise AssocmemError(f"store roles {missing} name splits that were not written ({sorted(records)})")
+    meta: dict[str, Any] = {
+        "format": FORMAT, "format_version": FORMAT_VERSION, "dtype": token_dtype(tokenizer.vocab_size).str,
+        "vocab_size": tokenizer.vocab_size, "eot_id": tokenizer.eot_id, "pad_id": tokenizer.pad_id,
+        "tokenizer": tokenizer.describe(), "batching": batching, "roles": roles, "loss_tokens": loss_tokens,
+        "splits": {split: {key: records[split][key] for key in ("n_tokens", "n_docs", "shards", "order_sha256")}
+                   for split in splits},
+        **(extra or {}),
+    }
+    for split, values in (split_extra or {}).items():
+        meta["splits"][split].update(values)
+    if batching == "sequences":
+        for split in splits:
+            write_npy(offsets_path(out_dir, split), document_offsets(TokenStore(out_dir, split, meta)))
+            meta["splits"][split].update(split_statistics(TokenStore(out_dir, split, meta)))
+    write_json(out_dir / "meta.json", meta)  # last: its presence marks a complete store
+    return meta

@@ -16,12 +16,13 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Hashable, Sequence
+from pathlib import Path
 
 import numpy as np
 from scipy.stats import binomtest, chi2, chisquare
 
-from assocmem.data.qf import QFExample, target_words
-from assocmem.data.qf_grammar import Template, question_lexicon, template_of
+from assocmem.qf.generate import QFExample, target_words
+from assocmem.qf.grammar import Template, question_lexicon, template_of
 
 Key = Callable[[QFExample, Template], Hashable]
 
@@ -208,3 +209,19 @@ def compare_splits(generated: list[QFExample], reference: list[QFExample], *, n_
         "duplicates": {"generated": _duplicates(generated), "reference": _duplicates(reference)},
         "reference_sentences_in_generated": sum(e.words in generated_sentences for e in reference),
     }
+
+
+def compare_with_reference(train_file: Path, reference: str | None) -> dict:
+    """Our (large) training split against McCoy's real dev: a sharp comparison with a proper noise yardstick.
+
+    ``reference`` None means no comparison was configured; a configured file that is missing is an error."""
+    from assocmem.io import AssocmemError
+    from assocmem.qf.generate import read_qf
+
+    if not reference:
+        return {"available": False, "reference": None, "reason": "dataset.reference_dev is not configured"}
+    if not Path(reference).is_file():
+        raise AssocmemError(f"dataset.reference_dev: file {reference} does not exist (give the path of McCoy's "
+                            "question.dev, or remove the key)")
+    result = compare_splits(read_qf(train_file), read_qf(Path(reference)))
+    return {**result, "reference": str(reference), "available": True}

@@ -2,7 +2,7 @@
 
 Format (McCoy et al. 2020): one example per line, ``<words> . <decl|quest><TAB><output words>``. A ``decl``
 output repeats the sentence (ending in "."); a ``quest`` output moves the main-clause auxiliary to the front
-and ends in "?". Sentences come from the embedded PCFG (:mod:`assocmem.data.qf_grammar`).
+and ends in "?". Sentences come from the embedded PCFG (:mod:`assocmem.qf.grammar`).
 
 Generation procedure. Each rule below is backed by McCoy's released files (numbers from
 ``compare.py`` and the analysis behind it; our generator at default sizes, seed 1, vs McCoy's dev):
@@ -58,12 +58,12 @@ from pathlib import Path
 
 import numpy as np
 
-from assocmem.data.qf_grammar import (
+from assocmem.io import AssocmemError, sha256_file, write_text
+from assocmem.qf.grammar import (
     Template,
     question_lexicon,
     question_templates,
 )
-from assocmem.io import AssocmemError, sha256_file, write_text
 
 GENERATOR_VERSION = "qf-1.0"
 TASKS = ("decl", "quest")
@@ -280,3 +280,8 @@ def iter_qf(path: str | os.PathLike[str]) -> Iterator[QFExample]:
 def read_qf(path: str | os.PathLike[str]) -> list[QFExample]:
     """All examples of a McCoy-format file; AssocmemError names file and line on malformed input."""
     return list(iter_qf(path))
+
+
+def size_args(sizes: dict[str, int]) -> dict[str, int]:
+    """The config's ``dataset.sizes`` as keyword arguments of :func:`generate_qf`."""
+    return {f"n_{split}": int(sizes[split]) for split in SPLITS}

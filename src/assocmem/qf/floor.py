@@ -1,13 +1,13 @@
 """Exact entropy floor of the question-formation LM task under our generator.
 
 An example is the LM sequence ``<sos> w1..wk . task o1..om <eos>``; the loss counts its 2k + 4 tokens
-after ``<sos>`` (see :func:`assocmem.data.qf.lm_tokens`). The output is a deterministic function of
+after ``<sos>`` (see :func:`assocmem.qf.generate.lm_tokens`). The output is a deterministic function of
 (sentence, task), so H(sequence) = H(sentence, task | split), and the Bayes-optimal token-averaged
 cross-entropy over a large sample converges to
 
     floor = E[-log p(sequence)] / E[number of predicted tokens].
 
-Exact computation. The grammar is finite, so :func:`assocmem.data.qf_grammar.enumerate_templates` lists
+Exact computation. The grammar is finite, so :func:`assocmem.qf.grammar.enumerate_templates` lists
 all 272 preterminal templates with their probabilities, checking that no template has two derivations
 and that preterminal word sets are disjoint and uniform. A sentence therefore determines its template,
 and p(sentence) = p(template) / K(template), K being the number of word fillings. A split is a mixture of
@@ -42,8 +42,9 @@ from functools import cache
 
 from scipy.optimize import brentq
 
-from assocmem.data.qf import DEFAULT_SIZES, P_QUEST, QFExample
-from assocmem.data.qf_grammar import (
+from assocmem.io import AssocmemError
+from assocmem.qf.generate import DEFAULT_SIZES, P_QUEST, QFExample
+from assocmem.qf.grammar import (
     QUESTION_GRAMMAR,
     Lexicon,
     Rule,
@@ -53,7 +54,6 @@ from assocmem.data.qf_grammar import (
     question_lexicon,
     question_templates,
 )
-from assocmem.io import AssocmemError
 
 IID_SPLITS = ("train", "dev", "test")
 
@@ -256,3 +256,12 @@ def example_neg_logprob(example: QFExample, table: dict[tuple[tuple[str, ...], s
     owner = question_lexicon().owner
     symbols = tuple(owner.get(w, w) for w in example.words)
     return table.get((symbols, example.task), math.inf)
+
+
+def split_floors(sizes: dict[str, int]) -> dict:
+    """Exact floors of the training distribution (shared by train/dev/test) and of the gen split."""
+    size_args = {f"n_{split}": sizes[split] for split in ("train", "dev", "test", "gen")}
+    floors: dict = {split: entropy_floor(split, **size_args) for split in ("train", "gen")}
+    floors["note"] = ("exact for the generator's distribution; applies to downloaded data only if it "
+                      "follows the same distribution")
+    return floors

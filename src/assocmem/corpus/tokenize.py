@@ -1,0 +1,59 @@
+"""Tokenize a text corpus into the token store: load it in its fixed order (HF hub parquet or local files),
+hold out validation documents, and stream both splits through :func:`assocmem.tokenwriter.tokenize_corpus`.
+The store batches ``windows`` (nanoGPT-style random windows over the token stream).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from assocmem.corpus.bpe import get_tokenizer
+from assocmem.corpus.load import iter_documents, prepare_corpus
+from assocmem.tokenwriter import finish_store, tokenize_corpus
+
+SPLITS = ("train", "val")
+ROLES = {"validation": "val", "heldout": "val"}
+LOSS_TOKENS = "every token of each training window (targets are the next tokens)"
+
+
+def corpus_spec(dataset: dict[str, Any], seed: int) -> dict[str, Any]:
+    """Translate the config's dataset section into the corpus loader's spec."""
+    spec: dict[str, Any] = {"source": dataset["source"], "text_column": dataset["text_column"],
+                            "split": dataset["split"], "val_fraction": dataset["val_fraction"], "seed": seed}
+    if dataset["source"] == "hf":
+        spec.update(name=dataset["hf_name"], revision=dataset["revision"], data_files=dataset["data_files"],
+                    allow_unpinned=dataset["allow_unpinned"])
+    else:
+        spec["paths"] = dataset["paths"]
+    return spec
+
+
+def tokenizer_spec(dataset: dict[str, Any], out_dir: Path) -> dict[str, Any]:
+    tok = dataset["tokenizer"]
+    if tok["kind"] == "tiktoken":
+        return {"kind": "tiktoken", "encoding": tok["name"]}
+    if tok["kind"] == "hf":
+        return {"kind": "hf", "name": tok["name"]}
+    return {"kind": "bytelevel_bpe", "path": str(out_dir / "tokenizer.json"), "vocab_size": tok["vocab_size"]}
+
+
+def tokenize_text_corpus(dataset_cfg: dict[str, Any], seed: int, out_dir: Path) -> dict[str, Any]:
+    """Load, split and tokenize the corpus; writes ``source.json``, ``val_ids.npy`` and the store."""
+    dataset, order = prepare_corpus(corpus_spec(dataset_cfg, seed), out_dir)
+    val_ids = np.load(out_dir / "val_ids.npy")
+    column = dataset_cfg["text_column"]
+
+    def docs(split: str):
+        return iter_documents(dataset, text_column=column, split=split, val_ids=val_ids)
+
+    tokenizer = get_tokenizer(tokenizer_spec(dataset_cfg, out_dir), train_texts=docs("train"))
+    runs = {}
+    for split in SPLITS:
+        meta = tokenize_corpus(docs(split), tokenizer, out_dir, split=split, num_proc=dataset_cfg["num_proc"],
+                               shard_tokens=dataset_cfg["shard_tokens"], source=order)
+        runs[split] = {"run": meta["run"]}
+    return finish_store(out_dir, list(SPLITS), tokenizer, batching="windows", roles=ROLES,
+                        loss_tokens=LOSS_TOKENS, split_extra=runs)
