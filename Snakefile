@@ -9,10 +9,19 @@ min_version("9.0")
 # `--configfile X` replaces the default config instead of being merged into it, so a config never
 # inherits models or experiments it does not list.
 if not workflow.config_settings.configfiles:
+
     configfile: "config/config.yaml"
 
 
 include: "workflow/rules/common.smk"
+
+
+wildcard_constraints:
+    exp="[A-Za-z0-9_]+",
+    model=r"[A-Za-z0-9_]+(\.s[0-9]+)?",
+    subset=r"pct[0-9.]+|pretrained",
+
+
 include: "workflow/rules/data.smk"
 include: "workflow/rules/tokenize.smk"
 include: "workflow/rules/subsets.smk"
@@ -26,3 +35,12 @@ rule all:
     default_target: True
     input:
         REPORT_FILES,
+
+
+onerror:
+    print(
+        "\nassocmem: a job failed. Its log is printed above (or under results/logs/); the error names the file or "
+        "config key at fault.\nFix that, then rerun the same command: finished outputs are kept and half-written "
+        "ones are redone.\nIf snakemake itself was killed (not a job failure), run `snakemake --unlock` first. "
+        "README.md, 'When something goes wrong', has more."
+    )

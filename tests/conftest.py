@@ -1,4 +1,53 @@
+import hashlib
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+ROOT = Path(__file__).resolve().parents[1]
+# Files that legitimately differ between two runs: logs, wall-clock timings, and the report pages, whose
+# provenance section lists the stage timings. Everything else is a science artifact and must be identical.
+NOT_SCIENCE = ("logs/", "benchmarks/", "timing.", "report/index.html", "report/report.md")
+
+
+def snakemake(workdir: Path, *args: str, config: Path | None = None, check: bool = True,
+              timeout: int = 900) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(workdir),
+           "--configfile", str(config or ROOT / "config" / "test.yaml"), *args]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    if check and result.returncode != 0:
+        tail = f"{result.stdout[-3000:]}\n{result.stderr[-5000:]}"
+        raise AssertionError(f"snakemake failed ({result.returncode}):\n{tail}")
+    return result
+
+
+def science_checksums(workdir: Path) -> dict[str, str]:
+    """sha256 of every science artifact under workdir/results (see NOT_SCIENCE)."""
+    results = workdir / "results"
+    sums = {}
+    for path in sorted(results.rglob("*")):
+        rel = path.relative_to(results).as_posix()
+        if path.is_file() and not any(part in rel for part in NOT_SCIENCE) and not path.name.startswith("."):
+            sums[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return sums
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tmp_path_factory) -> Path:
+    """One finished pipeline on config/test.yaml, shared read-only by the end-to-end tests (copy it before
+    changing anything: see `tiny_copy`)."""
+    workdir = tmp_path_factory.mktemp("tiny_run")
+    snakemake(workdir, "--cores", "2")
+    return workdir
+
+
+@pytest.fixture
+def tiny_copy(tiny_run, tmp_path) -> Path:
+    """A private copy of the finished tiny pipeline (results and snakemake's metadata) to modify."""
+    workdir = tmp_path / "run"
+    shutil.copytree(tiny_run, workdir, symlinks=True, ignore=shutil.ignore_patterns("locks", "incomplete"))
+    return workdir

@@ -7,11 +7,13 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 
 from assocmem.io import AssocmemError
 from assocmem.report import claims
 
-KEYS = {"id", "claim", "computed", "numbers", "verdict", "evidence", "how"}
+KEYS = {"id", "claim", "computed", "numbers", "verdict", "evidence", "how", "quote", "statement_tex", "ours_tex",
+        "limits"}
 
 
 def assert_valid(row: dict) -> None:
@@ -19,6 +21,9 @@ def assert_valid(row: dict) -> None:
     assert row["verdict"] in claims.VERDICTS and row["how"] in claims.HOWS
     json.dumps(row, allow_nan=False)  # numbers are flat JSON numbers (or null)
     assert all(isinstance(v, int | float) or v is None for v in row["numbers"].values())
+    assert row["quote"] and all(q["latex_source"] and q["where"] for q in row["quote"])
+    assert row["statement_tex"].count("$") % 2 == 0 and row["ours_tex"].count("$") % 2 == 0
+    assert row["how"] != "data" or row["limits"]
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +47,14 @@ def test_prop1_prop2_reproduced_prop3_refuted(activations: tuple[dict, dict]) ->
     assert row1["numbers"]["synthetic_duplicates.median_gap_fraction"] == pytest.approx(
         np.log(3) / np.log(24), rel=1e-6)
     assert row3["numbers"]["counterexample.violation"] > 0.6
-    assert "corrected bounds hold on all sets: True" in row3["evidence"]
+    assert row2["numbers"]["printed_holds"] == 1 and row2["numbers"]["sharp_one_sided_holds"] == 1
+    assert row3["numbers"]["sharp_one_sided_holds"] == 1
+    # the extremes: gap reaches -spread and 0 (spread 4), Prop. 3 reaches 0 and -spread - log 2
+    assert row2["numbers"]["extreme_beyond_min_norm.min_gap"] == pytest.approx(-4.0, abs=1e-9)
+    assert row2["numbers"]["extreme_beyond_max_norm.max_gap"] == pytest.approx(0.0, abs=1e-9)
+    assert row3["numbers"]["extreme_sphere_centre.max_value"] == pytest.approx(0.0, abs=1e-12)
+    assert row3["numbers"]["extreme_beyond_min_norm.min_value_minus_sharp_lower"] == pytest.approx(0.0, abs=1e-9)
+    assert any(q.get("note") and "absolute value" in q["note"] for q in row2["quote"])
 
 
 def test_prop1_missing_query_layer_names_the_key(activations: tuple[dict, dict]) -> None:
@@ -78,22 +90,65 @@ def test_eq12_and_lemma5_rows() -> None:
         claims.lemma5([])
 
 
-def _nn_frame(median: float) -> pd.DataFrame:
-    return pd.DataFrame({"model": ["gpt2-medium"] * 2, "subset": ["owt"] * 2, "layer": ["last"] * 2,
-                         "protocol": ["paper"] * 2, "fraction": [0.5, 1.0], "mean": [median + 1, median],
-                         "median": [median + 1, median], "n_dim": [1024] * 2, "t_max": [256] * 2})
+def _nn_queries(mean_at, n_dim: int = 1024, n_chunks: int = 4000, seed: int = 0) -> pd.DataFrame:
+    """Nested self-search samples whose NN distances have mean ``mean_at(m)`` at sample size m."""
+    rng = np.random.default_rng(seed)
+    frames = []
+    for fraction in (0.25, 0.5, 0.75, 1.0):
+        m = int(fraction * n_chunks)
+        frames.append(pd.DataFrame({"fraction": fraction, "n_patterns": m, "query": np.arange(m),
+                                    "distance": mean_at(m) * rng.gamma(50.0, 1 / 50.0, size=m)}))
+    return pd.concat(frames).assign(run="m/pct100", set="distinct")
 
 
-def test_radius_band_rule() -> None:
-    good = claims.radius(_nn_frame(20.0))
-    assert_valid(good)
-    assert good["verdict"] == "reproduced"
-    key = "gpt2-medium|owt|last|paper|1.0"
-    assert good["numbers"][f"{key}.median_over_2r_star_emb"] == pytest.approx(20 / (2 * 7.7430632), rel=1e-6)
-    assert good["numbers"]["gpt2-medium|owt|last|paper.median_slope_per_fraction"] == pytest.approx(-2.0)
-    assert claims.radius(_nn_frame(200.0))["verdict"] == "refuted"
+def _radius_runs(usable: bool = True, n_dim: int = 1024) -> pd.DataFrame:
+    return pd.DataFrame({"run": ["m/pct100"], "n_dim": [n_dim], "t_max": [256], "usable": [usable],
+                         "status": ["converged" if usable else "not converged"], "rms_norm": [30.0]})
+
+
+TWO_R_STAR_1024 = 2 * 7.7430632
+
+
+def test_radius_size_free_at_two_r_star_is_reproduced() -> None:
+    row = claims.radius(_nn_queries(lambda m: TWO_R_STAR_1024), _radius_runs(), n_boot=300)
+    assert_valid(row)
+    n = row["numbers"]
+    assert row["verdict"] == "reproduced" and n["primary_rows_agreeing"] == 1
+    assert n["m/pct100.distinct.mean.slope_lo"] <= 0 <= n["m/pct100.distinct.mean.slope_hi"]
+    key = "m/pct100.distinct.mean.ratio_to_2r_star_emb"
+    assert n[f"{key}_lo"] <= 1 <= n[f"{key}_hi"]
+    assert n["m/pct100.2r_star_seq"] == pytest.approx(TWO_R_STAR_1024 * 16, rel=1e-6)  # sqrt(T_max = 256)
+
+
+def test_radius_shrinking_or_off_target_distances_are_refuted() -> None:
+    shrinking = claims.radius(_nn_queries(lambda m: 20.0 * (m / 4000) ** -0.3), _radius_runs(), n_boot=300)
+    n = shrinking["numbers"]
+    assert shrinking["verdict"] == "refuted" and n["m/pct100.distinct.mean.slope"] == pytest.approx(-0.3, abs=0.02)
+    assert n["m/pct100.distinct.mean.slope_hi"] < 0
+    # the fitted law passes 20 at m = 4000 and 2r* = 15.49 at m = 4000 (20/15.49)^(1/0.3)
+    assert n["m/pct100.distinct.mean.size_where_2r_star_emb"] == pytest.approx(
+        4000 * (20 / TWO_R_STAR_1024) ** (1 / 0.3), rel=0.1)
+    flat_but_far = claims.radius(_nn_queries(lambda m: 1.29 * TWO_R_STAR_1024), _radius_runs(), n_boot=300)
+    assert flat_but_far["verdict"] == "refuted"  # the paper's own 20 vs 15.49: no tolerance band
+    assert "slope CI contains 0" in flat_but_far["evidence"]
+
+
+def test_radius_never_rests_on_an_unconverged_run() -> None:
+    row = claims.radius(_nn_queries(lambda m: TWO_R_STAR_1024), _radius_runs(usable=False), n_boot=100)
+    assert_valid(row)
+    assert row["verdict"] == "not-testable" and "m/pct100 (not converged)" in row["evidence"]
     with pytest.raises(AssocmemError, match="t_max"):
-        claims.radius(_nn_frame(20.0).drop(columns="t_max"))
+        claims.radius(_nn_queries(lambda m: 1.0), _radius_runs().drop(columns="t_max"))
+
+
+def test_nn_trend_bootstrap_covers_the_truth_and_handles_zeros() -> None:
+    frame = _nn_queries(lambda m: 10.0 * m ** -0.5, seed=1)
+    trend = claims.nn_trend(frame, "median", target=80_000, n_boot=400, seed=2)
+    assert trend["slope_lo"] <= -0.5 <= trend["slope_hi"]
+    truth = 10.0 * 80_000 ** -0.5 * stats.gamma(50.0, scale=1 / 50.0).median()
+    assert trend["at_target_lo"] <= truth <= trend["at_target_hi"]
+    zeros = frame.assign(distance=0.0)
+    assert np.isnan(claims.nn_trend(zeros, "mean")["slope"])
 
 
 def test_prop4_refuted_with_finite_json() -> None:
@@ -103,6 +158,10 @@ def test_prop4_refuted_with_finite_json() -> None:
     row = claims.prop4(frame)
     assert_valid(row)
     assert row["verdict"] == "refuted"
+    assert row["numbers"]["proof_constant_l24_c0.printed_a_then_b"] - row["numbers"][
+        "proof_constant_l24_c0.printed_b"] == pytest.approx(np.log(24))
+    marked = claims.prop4(frame.assign(usable=[True, False], status=["converged", "not converged"]))
+    assert "tiny.log_Z_t" not in marked["numbers"] and "tiny (not converged)" in marked["evidence"]
     assert row["numbers"]["gpt2m.log_Z_t"] == pytest.approx(169.39, abs=0.01)
     assert row["numbers"]["tiny.inv_Z_t"] > 1e20
     assert row["numbers"]["toy_d1_n1_paper_L"] == pytest.approx(1.0)
@@ -125,21 +184,60 @@ def test_scaling_verdicts() -> None:
     assert_valid(quadratic)
     assert quadratic["numbers"]["loglog_slope"] == pytest.approx(2.0)
     assert quadratic["verdict"] == "reproduced"
-    assert quadratic["numbers"]["paper_table3_loglog_slope"] == pytest.approx(1.900, abs=0.001)
+    assert quadratic["numbers"]["arxiv_v2_table3_loglog_slope"] == pytest.approx(1.900, abs=0.001)
     linear = claims.scaling(_grid_runs(1))
     assert linear["numbers"]["loglog_slope"] == pytest.approx(1.0) and linear["verdict"] == "refuted"
     few = claims.scaling(_grid_runs(2).query("model in ['m0', 'm1']"))
     assert few["verdict"] == "not-testable"
 
 
-def test_loss_floor_verdicts() -> None:
-    runs = pd.DataFrame({"run": ["a", "b"], "train_ce": [0.60, 1.4], "test_ce": [0.62, 1.5]})
-    below = claims.loss_floor(runs, floor=0.55)
-    assert_valid(below)
-    assert below["verdict"] == "refuted" and "Run a" in below["evidence"]
-    above = pd.DataFrame({"run": ["a"], "train_ce": [1.3], "test_ce": [1.35]})
-    assert claims.loss_floor(above, floor=1.2)["verdict"] == "not-testable"
-    assert claims.loss_floor(above, floor=0.5)["verdict"] == "reproduced"
+def _final(test_ce: list[float], se: float = 0.001, usable: list[bool] | None = None,
+           fraction: list[float] | None = None) -> pd.DataFrame:
+    n = len(test_ce)
+    return pd.DataFrame({"run": [f"r{i}" for i in range(n)], "train_ce": test_ce, "test_ce": test_ce,
+                         "test_ce_se": se, "usable": usable or [True] * n, "status": "converged",
+                         "fraction": fraction or [1.0] * n})
+
+
+def test_loss_floor_runs_on_a_floor_below_one_are_never_reproduced() -> None:
+    exact = claims.loss_floor(_final([0.99]), floor=0.99)
+    assert_valid(exact)
+    assert exact["verdict"] == "refuted"  # CI [0.988, 0.992] lies below 1
+    noisy = claims.loss_floor(_final([0.99], se=0.01), floor=0.99)
+    assert noisy["verdict"] == "corrected" and "entropy" in noisy["evidence"]  # consistent with 1 and the floor
+    just_above = claims.loss_floor(_final([0.985, 1.0], se=0.01), floor=0.98)
+    assert just_above["verdict"] == "corrected"
+    for row in (exact, noisy, just_above):
+        assert row["verdict"] != "reproduced"
+
+
+def test_loss_floor_other_outcomes() -> None:
+    assert claims.loss_floor(_final([1.0]), floor=0.9)["verdict"] == "reproduced"  # stops at 1, data allows 0.9
+    above_both = claims.loss_floor(_final([1.3]), floor=0.9)
+    assert above_both["verdict"] == "not-testable" and "capacity" in above_both["evidence"]
+    assert claims.loss_floor(_final([1.3]), floor=1.2)["verdict"] == "not-testable"
+    # memorisation allowance: within [floor_low, floor] counts as on the floor
+    assert claims.loss_floor(_final([1.0005], se=0.0001), floor=1.001, floor_low=0.999)["verdict"] == "not-testable"
+    assert claims.loss_floor(_final([0.9985], se=0.01), floor=0.999, floor_low=0.998)["verdict"] == "corrected"
+
+
+def test_loss_floor_excludes_unconverged_and_small_subsets_and_uses_the_sweep() -> None:
+    runs = _final([0.5, 1.0, 0.2], usable=[False, True, True], fraction=[1.0, 1.0, 0.01])
+    row = claims.loss_floor(runs, floor=0.9)
+    assert row["verdict"] == "reproduced" and "r0 (converged)" in row["evidence"]  # r0 excluded, r2 is 1%
+    assert row["numbers"]["converged_full_runs"] == 1
+    none_left = claims.loss_floor(_final([0.5], usable=[False]), floor=0.9)
+    assert none_left["verdict"] == "not-testable" and "No converged run" in none_left["evidence"]
+    swept = claims.loss_floor(_final([1.0]), floor=0.9, sweep_E=(0.95, 0.93, 0.97))
+    assert swept["verdict"] == "refuted" and swept["numbers"]["sweep_E"] == 0.95
+    on_floor = claims.loss_floor(_final([0.5], usable=[False]), floor=0.9, sweep_E=(0.95, 0.90, 1.0))
+    assert on_floor["verdict"] == "corrected"
+    too_wide = claims.loss_floor(_final([0.5], usable=[False]), floor=0.9, sweep_E=(0.45, 0.004, 3.08))
+    assert too_wide["verdict"] == "not-testable" and "too wide to speak to a bound at 1" in too_wide["evidence"]
+    with pytest.raises(AssocmemError, match="sweep_E"):
+        claims.loss_floor(_final([1.0]), floor=0.9, sweep_E=(0.9, 0.95, 1.0))
+    with pytest.raises(AssocmemError, match="test_ce_se"):
+        claims.loss_floor(_final([1.0]).drop(columns="test_ce_se"), floor=0.9)
 
 
 def test_overfit_verdicts() -> None:
@@ -154,6 +252,26 @@ def test_overfit_verdicts() -> None:
     assert row["numbers"]["0.1%.test_rise"] == pytest.approx(0.5)
     assert claims.overfit(flat, floor=1.0)["verdict"] == "refuted"
     assert claims.overfit(flat.iloc[:1], floor=1.0)["verdict"] == "not-testable"
+    marked = pd.concat([rising.assign(usable=False, status="not converged"), flat.assign(usable=True)])
+    excluded = claims.overfit(marked, floor=1.0)
+    assert excluded["verdict"] == "refuted" and "0.1% (not converged)" in excluded["evidence"]
+
+
+def test_scaling_drops_unconverged_runs() -> None:
+    runs = _grid_runs(2)
+    runs["usable"] = runs["model"] != "m3"
+    runs["status"] = np.where(runs["usable"], "converged", "not converged")
+    row = claims.scaling(runs)
+    assert_valid(row)
+    assert row["verdict"] == "reproduced" and row["numbers"]["usable_groups"] == 3
+    assert row["numbers"]["runs_excluded_not_converged"] == 1 and "m3 (not converged)" in row["evidence"]
+
+
+def test_check_row_requires_limits_for_data_rows() -> None:
+    with pytest.raises(AssocmemError, match="limits"):
+        claims.check_row("radius", "c", "c", {}, "refuted", "e", "data", ours_tex="x")
+    row = claims.check_row("eq12", "c", "c", {}, "corrected", "e", "corrected", ours_tex="x")
+    assert row["limits"] is None and row["quote"][0]["where"].startswith("§5")
 
 
 def test_literature_from_shipped_csv() -> None:
@@ -176,8 +294,10 @@ def test_fig1_row() -> None:
 
 def test_check_row_rejects_unknown_labels() -> None:
     with pytest.raises(AssocmemError, match="verdict"):
-        claims.check_row("x", "c", "c", {}, "maybe", "e", "derived")
+        claims.check_row("prop1", "c", "c", {}, "maybe", "e", "derived", ours_tex="x")
     with pytest.raises(AssocmemError, match="how"):
-        claims.check_row("x", "c", "c", {}, "reproduced", "e", "vibes")
-    assert claims.check_row("x", "c", "c", {"a": np.inf, "b": np.True_}, "reproduced", "e", "data")[
-        "numbers"] == {"a": None, "b": 1}
+        claims.check_row("prop1", "c", "c", {}, "reproduced", "e", "vibes", ours_tex="x")
+    with pytest.raises(AssocmemError, match="no stored quote"):
+        claims.check_row("x", "c", "c", {}, "reproduced", "e", "derived", ours_tex="x")
+    assert claims.check_row("prop1", "c", "c", {"a": np.inf, "b": np.True_}, "reproduced", "e", "data",
+                            ours_tex="x", limits="l")["numbers"] == {"a": None, "b": 1}

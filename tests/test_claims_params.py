@@ -13,7 +13,8 @@ from assocmem.io import AssocmemError
 from assocmem.model import DecoderLM, ModelConfig
 from assocmem.report import claims
 
-KEYS = {"id", "claim", "computed", "numbers", "verdict", "evidence", "how"}
+KEYS = {"id", "claim", "computed", "numbers", "verdict", "evidence", "how", "quote", "statement_tex", "ours_tex",
+        "limits"}
 
 
 def model_row(label: str, cfg: ModelConfig, n_params: int, n_train_tokens: int = 10_000) -> dict:
@@ -40,6 +41,7 @@ def row(configs: dict[str, ModelConfig]) -> dict:
 
 def test_row_schema_and_json(row: dict) -> None:
     assert set(row) == KEYS and row["id"] == "params" and row["how"] == "derived"
+    assert any("A\\approx 15" in q["latex_source"] for q in row["quote"])  # printed, not only in a brief
     json.dumps(row, allow_nan=False)
     assert all(isinstance(v, int | float) for v in row["numbers"].values())
 

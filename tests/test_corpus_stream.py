@@ -80,7 +80,7 @@ def test_output_equals_single_pass_tokenization(single_process_store, reference,
     np.testing.assert_array_equal(stored, tokens)
     assert meta["dtype"] == "<u2" and meta["eot_id"] == tokenizer.eot_id == 0
     assert meta["n_tokens"] == len(tokens) and meta["n_docs"] == len(docs)
-    assert meta["tokenizer"] == tokenizer.name and meta["run"]["tokens_per_s"] > 0
+    assert meta["tokenizer"] == tokenizer.name and "run" not in meta  # the stored record holds no timing
 
 
 def test_shards_are_whole_documents_with_matching_records(single_process_store, reference):

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from assocmem.io import AssocmemError
-from assocmem.qf.download import MCCOY_SHA256, MCCOY_URLS, download_files
+from assocmem.qf.download import MCCOY_SHA256, MCCOY_URLS, download_files, fetch_qf
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 SHARED_DEV = SHARED / "data" / "question_formation" / "question.dev"
@@ -140,9 +140,33 @@ def test_mccoy_defaults_cover_four_splits() -> None:
     assert set(MCCOY_URLS) == {f"question.{s}" for s in ("train", "dev", "test", "gen")}
     assert all(u.startswith("https://raw.githubusercontent.com/tommccoy1/rnn-hierarchical-biases/")
                for u in MCCOY_URLS.values())
-    assert [k for k, v in MCCOY_SHA256.items() if v is not None] == ["question.dev"]
+    # Every file with a knowable hash is pinned; question.train is trusted on first use (see the module).
+    assert [k for k, v in MCCOY_SHA256.items() if v is None] == ["question.train"]
+    assert MCCOY_SHA256["question.test"] == "498cd58830b732b6f5f40ad32f67a8f0d84dd73ad59c5035ec7c78bde75f280e"
 
 
-@pytest.mark.skipif(not SHARED_DEV.is_file(), reason="../shared question.dev not present")
-def test_pinned_dev_hash_matches_shared_copy() -> None:
-    assert hashlib.sha256(SHARED_DEV.read_bytes()).hexdigest() == MCCOY_SHA256["question.dev"]
+@pytest.mark.parametrize("name", ["question.dev", "question.gen"])
+def test_pinned_hashes_match_shared_copies(name: str) -> None:
+    path = SHARED_DEV.parent / name
+    if not path.is_file():
+        pytest.skip(f"../shared {name} not present")
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == MCCOY_SHA256[name]
+
+
+def test_fetch_qf_warns_only_for_the_unpinned_train_file(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    files = {f"/data/question.{s}": PAYLOAD for s in ("train", "dev")}
+    srv = _Server(files)
+    srv.thread.start()
+    try:
+        download = {"urls": {f"question.{s}": srv.url(f"/data/question.{s}") for s in ("train", "dev")},
+                    "sha256": {"question.dev": PAYLOAD_SHA}, "cache_dir": str(tmp_path / "cache"), "timeout_s": 5}
+        with caplog.at_level(logging.WARNING, logger="assocmem.qf.download"):
+            result = fetch_qf(download, tmp_path / "out")
+    finally:
+        srv.httpd.shutdown()
+        srv.httpd.server_close()
+    warned = [r.getMessage() for r in caplog.records if "trusting on first use" in r.getMessage()]
+    assert len(warned) == 1 and "question.train" in warned[0]
+    assert result["files"]["question.train"]["trusted_on_first_use"]
+    assert not result["files"]["question.dev"]["trusted_on_first_use"]
+    assert (tmp_path / "out" / "question.train").read_bytes() == PAYLOAD

@@ -5,26 +5,14 @@ from __future__ import annotations
 import json
 import math
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 import yaml
+from conftest import ROOT, snakemake
 
-ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.e2e
-
-
-def snakemake(workdir: Path, *args: str, config: Path | None = None, check: bool = True,
-              timeout: int = 900) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(workdir),
-           "--configfile", str(config or ROOT / "config" / "test.yaml"), *args]
-    result = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    if check and result.returncode != 0:
-        tail = f"{result.stdout[-3000:]}\n{result.stderr[-5000:]}"
-        raise AssertionError(f"snakemake failed ({result.returncode}):\n{tail}")
-    return result
 
 
 def planned_rules(result: subprocess.CompletedProcess) -> set[str]:
@@ -37,11 +25,9 @@ def planned_rules(result: subprocess.CompletedProcess) -> set[str]:
     return {row[0] for row in rows if len(row) == 2 and row[0] not in ("total", "all")}
 
 
-@pytest.fixture(scope="module")
-def finished_run(tmp_path_factory) -> Path:
-    workdir = tmp_path_factory.mktemp("e2e")
-    snakemake(workdir, "--cores", "2")
-    return workdir
+@pytest.fixture
+def finished_run(tiny_copy) -> Path:
+    return tiny_copy
 
 
 def test_report_artifacts(finished_run):

@@ -12,7 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from test_e2e import ROOT, planned_rules, snakemake
+from conftest import ROOT, snakemake
+from test_e2e import planned_rules
 
 pytestmark = pytest.mark.e2e
 
@@ -67,7 +68,7 @@ def test_corpus_pipeline_end_to_end(tmp_path):
     assert np.load(results / "web" / "activations" / "gpt2rand" / "pretrained" / "train.npy").shape == (3, 60, 32)
     checks = json.loads((results / "report" / "checks.json").read_text())["checks"]
     radius = next(c for c in checks if c["id"] == "radius")
-    assert any(key.startswith("gpt2rand|pretrained|final_ln|paper") for key in radius["numbers"])
+    assert any(key.startswith("gpt2rand/pretrained.distinct.mean") for key in radius["numbers"])
     floor_rows = {c["id"]: c["verdict"] for c in checks if c["id"] in ("loss_floor", "overfit")}
     assert floor_rows == {"loss_floor": "not-testable", "overfit": "not-testable"}  # no exact floor for text
 

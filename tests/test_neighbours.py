@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 
 import faiss
 import numpy as np
@@ -125,11 +128,35 @@ def test_verified_refine_is_exact_when_float32_cancellation_misranks() -> None:
 def test_pool_cap_warns_and_still_returns_exact_distances(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(neighbours, "_MAX_POOL", 16)
     x = gaussian(100, 8, seed=31, offset=50.0)
-    x[:40] = x[0]  # 40 identical rows: their zero distances are never separated from float32 noise
+    x[:40] = x[0]
+    x[:40, 0] += np.arange(40, dtype=np.float32) * 1e-5  # 40 distinct rows closer than the float32 noise
     with pytest.warns(RuntimeWarning, match="queries still had candidates"):
         dist, ids = knn(x, x, 3, device="cpu", exclude_ids=np.arange(100))
-    assert (dist[:40] == 0).all() and (ids[:40] < 40).all()
+    assert (dist[:40] < 1e-3).all() and (ids[:40] < 40).all()
     assert_valid_knn(dist, ids, x, x, 3, exclude=np.arange(100))
+
+
+def test_duplicate_group_larger_than_the_pool_is_searched_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 10: equal rows (shared short prefixes) once forced ever larger candidate pools on every query."""
+    monkeypatch.setattr(neighbours, "_MAX_POOL", 16)
+    pools: list[tuple[int, int]] = []
+    search_cpu = neighbours._search_cpu
+
+    def recording(shards, queries, k, query_batch):
+        pools.append((queries.shape[0], k))
+        return search_cpu(shards, queries, k, query_batch)
+
+    monkeypatch.setattr(neighbours, "_search_cpu", recording)
+    x = gaussian(300, 8, seed=32, offset=50.0)
+    x[:200] = x[7]  # one group of 200 equal rows, far more than the pool cap
+    rows = np.arange(300)
+    dist, ids = knn(x, x, 3, device="cpu", exclude_ids=rows)
+    assert pools == [(101, 3 + 1 + 8)]  # the 101 distinct rows, one round, no pool growth
+    _, ref_ids = reference_knn(reference_distances(x, x, rows), 3)
+    np.testing.assert_array_equal(ids, ref_ids)
+    expected = [[j for j in range(4) if j != i][:3] for i in range(200)]  # the group's smallest other rows
+    np.testing.assert_array_equal(ids[:200], expected)
+    assert (dist[:200] == 0).all()
 
 
 def test_self_id_absent_from_candidates_drops_last_column() -> None:
@@ -419,6 +446,95 @@ def test_property_self_knn_matches_reference(case) -> None:
     for row in range(len(x)):
         expected_zeros = min(dup_counts[row], k)
         assert (dist[row] == 0).sum() == expected_zeros
+
+
+@st.composite
+def grid_points_with_heldout(draw):
+    """Small-integer rows: squared distances are exact in float64, so the tie order by id is fully determined."""
+    rows = draw(st.integers(2, 40))
+    dim = draw(st.integers(1, 4))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    x = rng.integers(-1, 2, size=(rows, dim)).astype(np.float32)
+    queries = rng.integers(-1, 2, size=(draw(st.integers(1, 15)), dim)).astype(np.float32)
+    return x, queries, draw(st.integers(1, rows - 1)), draw(st.one_of(st.none(), st.integers(1, rows)))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(grid_points_with_heldout())
+def test_property_duplicate_groups_give_the_exact_tie_order(case) -> None:
+    x, queries, k, db_batch = case
+    rows = np.arange(len(x))
+    dist, ids = knn(x, x, k, device="cpu", exclude_ids=rows, db_batch=db_batch, query_batch=5)
+    ref_dist, ref_ids = reference_knn(reference_distances(x, x, rows), k)
+    np.testing.assert_array_equal(ids, ref_ids)
+    np.testing.assert_allclose(dist, ref_dist, rtol=1e-6)
+    dist, ids = knn(x, queries, k, device="cpu", db_batch=db_batch)
+    ref_dist, ref_ids = reference_knn(reference_distances(x, queries), k)
+    np.testing.assert_array_equal(ids, ref_ids)
+    np.testing.assert_allclose(dist, ref_dist, rtol=1e-6)
+
+
+def test_duplicate_groups_survive_a_hash_collision(monkeypatch: pytest.MonkeyPatch) -> None:
+    x = np.random.default_rng(33).integers(0, 3, size=(60, 2)).astype(np.float32)
+    expected = knn(x, x, 4, device="cpu", exclude_ids=np.arange(60))
+    monkeypatch.setattr(neighbours, "_row_hashes", lambda rows: np.zeros(rows.shape[0], dtype=np.uint64))
+    groups = neighbours._duplicate_groups(x, 4)
+    assert groups is not None
+    np.testing.assert_array_equal(x[groups.first_row[groups.of_row]], x)  # each row's group holds its value
+    assert len(np.unique(x, axis=0)) == len(groups.first_row)
+    collided = knn(x, x, 4, device="cpu", exclude_ids=np.arange(60))
+    np.testing.assert_array_equal(collided[1], expected[1])
+    np.testing.assert_array_equal(collided[0], expected[0])
+
+
+def test_duplicate_groups_keep_the_smallest_rows() -> None:
+    x = np.array([[1], [0], [1], [1], [2], [0]], dtype=np.float32)
+    groups = neighbours._duplicate_groups(x, 2)
+    assert groups is not None
+    np.testing.assert_array_equal(groups.first_row, [0, 1, 4])
+    np.testing.assert_array_equal(groups.of_row, [0, 1, 0, 0, 2, 1])
+    np.testing.assert_array_equal(groups.members, [[0, 2], [1, 5], [4, -1]])
+    assert neighbours._duplicate_groups(np.eye(3, dtype=np.float32), 2) is None
+
+
+CPUINFO = "vendor_id\t: {vendor}\nflags\t\t: fpu sse2 {flags}\n"
+
+
+@pytest.mark.parametrize(("vendor", "flags", "core"), [
+    ("GenuineIntel", "avx avx2 fma avx512f avx512bw avx512vl avx512dq avx512cd", "SkylakeX"),
+    ("AuthenticAMD", "avx avx2 fma avx512f avx512bw avx512vl avx512dq avx512cd", "SkylakeX"),
+    ("AuthenticAMD", "avx avx2 fma", "Zen"),
+    ("GenuineIntel", "avx avx2 fma", "Haswell"),
+    ("GenuineIntel", "avx", None),
+])
+def test_cpu_openblas_core_from_flags(vendor: str, flags: str, core: str | None) -> None:
+    assert neighbours.cpu_openblas_core(CPUINFO.format(vendor=vendor, flags=flags)) == core
+
+
+def test_weaker_blas_core_is_reported(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setattr(neighbours, "faiss_blas_core", lambda: "Prescott")
+    monkeypatch.setattr(neighbours, "cpu_openblas_core", lambda: "SkylakeX")
+    with caplog.at_level("WARNING", logger="assocmem.neighbours"):
+        found = neighbours.check_blas_core()
+    assert found["faiss_openblas_core"] == "Prescott" and "OPENBLAS_CORETYPE=SkylakeX" in caplog.text
+    monkeypatch.setattr(neighbours, "faiss_blas_core", lambda: "SkylakeX")
+    caplog.clear()
+    neighbours.check_blas_core()
+    assert "OPENBLAS_CORETYPE" not in caplog.text
+
+
+def test_faiss_openblas_core_matches_this_cpu() -> None:
+    """faiss-cpu's bundled OpenBLAS runs kernels as strong as this CPU supports (OPENBLAS_CORETYPE is chosen
+    before faiss loads when the user has not set it). A fresh process: this one loaded faiss first."""
+    env = {key: value for key, value in os.environ.items() if key != "OPENBLAS_CORETYPE"}
+    script = "import json; from assocmem.neighbours import check_blas_core; print(json.dumps(check_blas_core()))"
+    run = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
+    found = json.loads(run.stdout.strip().splitlines()[-1])
+    if found["faiss_openblas_core"] is None or found["cpu_supports"] is None:
+        pytest.skip(f"no bundled OpenBLAS or unknown CPU: {found}")
+    strong = {"SkylakeX": {"SkylakeX", "Cooperlake", "SapphireRapids"}}.get(
+        found["cpu_supports"], {"Haswell", "Zen", "SkylakeX", "Cooperlake", "SapphireRapids"})
+    assert found["faiss_openblas_core"] in strong
 
 
 @settings(max_examples=60, deadline=None)

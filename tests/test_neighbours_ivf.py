@@ -1,5 +1,7 @@
 """IVF option of the neighbours stage: results and measured recall."""
 
+import json
+
 import numpy as np
 import pandas as pd
 
@@ -33,7 +35,8 @@ def test_stage_reports_recall(tmp_path):
     acts.mkdir()
     np.save(acts / "train.npy", data(300, 8)[None])
     np.save(acts / "heldout.npy", data(100, 8, seed=2)[None])
-    (acts / "meta.json").write_text('{"layers": ["final_ln"]}')
+    meta = {"layers": ["final_ln"], "d_model": 8, "splits": {"train": {"n_chunks": 300}, "heldout": {"n_chunks": 100}}}
+    (acts / "meta.json").write_text(json.dumps(meta))
     cfg = {"k": 3, "fractions": [1.0], "device": "cpu", "method": "ivf", "nlist": 4, "nprobe": 4,
            "recall_sample": 50}
     stages.neighbours({"neighbours": cfg, "seed": 0, "threads": 1}, acts, tmp_path / "out")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import math
 import time
 from collections import Counter
@@ -10,8 +11,10 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scipy.stats import chisquare
 
 from assocmem.io import AssocmemError
+from assocmem.qf.fit import iid_cell_probabilities
 from assocmem.qf.generate import (
     DEFAULT_SIZES,
     QFExample,
@@ -33,6 +36,7 @@ from assocmem.qf.grammar import (
     question_templates,
     template_of,
 )
+from assocmem.qf.weights import distribution
 
 QF_SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "question_formation"
 needs_shared = pytest.mark.skipif(not (QF_SHARED / "question.dev").is_file(),
@@ -40,9 +44,9 @@ needs_shared = pytest.mark.skipif(not (QF_SHARED / "question.dev").is_file(),
 SMALL = {"n_train": 3000, "n_dev": 100, "n_test": 300, "n_gen": 300}
 
 
-@pytest.fixture(scope="module")
-def qf_small_splits() -> dict[str, list[QFExample]]:
-    splits, _ = generate_splits(seed=11, **SMALL)
+@pytest.fixture(scope="module", params=["fitted", "published"])
+def qf_small_splits(request: pytest.FixtureRequest) -> dict[str, list[QFExample]]:
+    splits, _ = generate_splits(seed=11, weights=request.param, **SMALL)
     return {name: [parse_line(line, name) for line in lines] for name, lines in splits.items()}
 
 
@@ -217,7 +221,7 @@ def test_dedupe_makes_splits_disjoint(qf_small_splits: dict[str, list[QFExample]
 
 
 def test_without_dedupe_short_sentences_repeat() -> None:
-    splits, _ = generate_splits(n_train=20000, n_dev=0, n_test=0, n_gen=0, seed=3, dedupe=False)
+    splits, _ = generate_splits(n_train=20000, n_dev=0, n_test=0, n_gen=0, seed=3, dedupe=False, weights="published")
     counts = Counter(line.split(" . ")[0] for line in splits["train"])
     # 1/6 of draws fall on 2,808 four-word sentences: many must repeat.
     assert sum(c - 1 for c in counts.values()) > 500
@@ -226,7 +230,8 @@ def test_without_dedupe_short_sentences_repeat() -> None:
 def test_task_fraction_matches_coin_then_withhold(qf_small_splits: dict[str, list[QFExample]]) -> None:
     iid = [e for split in ("train", "dev", "test") for e in qf_small_splits[split]]
     decl = sum(e.task == "decl" for e in iid) / len(iid)
-    # 0.6 before dedupe, ~0.61 with it at this pool size; binomial sd 0.008.
+    # published: 0.6 before dedupe, ~0.61 with it at this pool size; fitted: 0.5 / (1 - 0.5 * 0.325) = 0.597
+    # (its subject-RC share is 0.325); binomial sd 0.008.
     assert 0.57 < decl < 0.65
 
 
@@ -241,11 +246,47 @@ def test_gen_filter() -> None:
     assert not passes_gen_filter(mixed, template_of(mixed))
 
 
+def test_published_weights_keep_the_historical_output() -> None:
+    """grammar_weights: published reproduces the generator as it was before the fit (qf-1.0), byte for byte."""
+    splits, draws = generate_splits(seed=11, weights="published", **SMALL)
+    text = "".join(splits["train"] + splits["dev"] + splits["test"] + splits["gen"])
+    assert hashlib.sha256(text.encode()).hexdigest() == (
+        "af7508fa1eb670e232f1c981a373feb64c2e2f3e2373ea8856421340e162fafa")
+    assert draws == 5636
+
+
+def test_fitted_gen_follows_mccoys_quota_and_order() -> None:
+    splits, _ = generate_splits(n_train=200, n_dev=0, n_test=0, n_gen=3000, seed=2)
+    kinds = [template_of(parse_line(line, "gen").words).rc_kind for line in splits["gen"]]
+    assert Counter(k == "ORC" for k in kinds) == {True: 1000, False: 2000}
+    # Generation order, as in McCoy's file: ORC lines are rarer than the quota in the stream, so the
+    # file ends with ORC lines only, after the SRC quota filled.
+    last_src = max(i for i, k in enumerate(kinds) if k != "ORC")
+    assert last_src < len(kinds) - 100 and kinds.index("ORC") < 50
+
+
+def test_fitted_iid_lines_follow_the_fitted_template_distribution() -> None:
+    splits, _ = generate_splits(n_train=30000, n_dev=0, n_test=0, n_gen=0, seed=9)
+    observed = Counter((e.task, template_of(e.words).symbols) for e in (parse_line(x, "t") for x in splits["train"]))
+    # Pool the rare cells so every expected count is at least 5; dedupe moves little mass at this size.
+    expected = {k: v * 30000 for k, v in iid_cell_probabilities(distribution("fitted")).items()}
+    common = [k for k, v in expected.items() if v >= 5]
+    obs = [observed[k] for k in common] + [30000 - sum(observed[k] for k in common)]
+    exp = [expected[k] for k in common] + [30000 - sum(expected[k] for k in common)]
+    assert chisquare(obs, exp).pvalue > 1e-3
+
+
+def test_unknown_weights_are_rejected() -> None:
+    with pytest.raises(AssocmemError, match="grammar_weights"):
+        generate_splits(seed=0, weights="mle", **SMALL)
+
+
 def test_default_sizes_generate_fast(tmp_path: Path) -> None:
     start = time.perf_counter()
     manifest = generate_qf(tmp_path, seed=0)
     elapsed = time.perf_counter() - start
     assert manifest["counts"] == DEFAULT_SIZES
+    assert manifest["grammar_weights"] == "fitted" and len(manifest["fitted_grammar_sha256"]) == 64
     assert elapsed < 30, f"generation took {elapsed:.1f} s"
 
 

@@ -163,15 +163,71 @@ def test_prop3_fails_for_a_single_pattern_only_if_d_at_least_two() -> None:
     assert float(en.prop3_quantity(terms)[0]) >= low - 1e-12  # d = 1: g - 2E_MCHN = 0
 
 
+SHARP_FORMS = {"prop2": (en.prop2_signed_gap, en.prop2_sharp_bounds),  # -spread <= E - (2E_MCHN - log d) <= 0
+               "prop3": (en.prop3_quantity, en.prop3_sharp_bounds)}  # -(spread + log d) <= g - 2E_MCHN <= 0
+
+
+@pytest.mark.parametrize("form", sorted(SHARP_FORMS))
 @SETTINGS
-@given(pattern_sets())
-def test_prop3_corrected_bounds_hold(data: tuple[np.ndarray, np.ndarray]) -> None:
+@given(data=pattern_sets())
+def test_sharp_one_sided_bounds_hold(form: str, data: tuple[np.ndarray, np.ndarray]) -> None:
+    """The sharp forms of Props. 2 and 3 on random and adversarial sets."""
     patterns, queries = data
+    quantity, bounds = SHARP_FORMS[form]
     terms = en.energy_terms(queries, patterns)
-    value = en.prop3_quantity(terms)
-    low, high = en.prop3_corrected_bounds(terms)
+    value, (low, high) = quantity(terms), bounds(terms)
     tol = en.prop2_tolerance(queries, terms)
     assert np.all(value >= low - tol) and np.all(value <= high + tol)
+
+
+def _mp_gap_and_prop3(patterns: np.ndarray, query: np.ndarray) -> tuple[float, float]:
+    """E - (2E_MCHN - log d) and g - 2E_MCHN at 50 digits, straight from the definitions."""
+    mpmath.mp.dps = 50
+    rows = [[mpmath.mpf(float(v)) for v in p] for p in patterns]
+    x = [mpmath.mpf(float(v)) for v in query]
+    sq = [sum((xi - pi) ** 2 for xi, pi in zip(x, p, strict=True)) for p in rows]
+    energy = -mpmath.log(mpmath.fsum(mpmath.exp(-a) for a in sq))
+    norms = [sum(v**2 for v in p) for p in rows]
+    dots = [sum(xi * pi for xi, pi in zip(x, p, strict=True)) for p in rows]
+    mchn2 = (-mpmath.log(mpmath.fsum(mpmath.exp(2 * t) for t in dots)) / 2 + sum(v**2 for v in x) / 2
+             + mpmath.log(len(rows)) / 2 + max(norms) / 2)
+    gap = energy - (2 * mchn2 - mpmath.log(len(rows)))
+    return float(gap), float(min(sq) - 2 * mchn2)
+
+
+def test_sharp_bounds_are_attained_on_the_extreme_sets() -> None:
+    sets = en.prop23_extreme_sets()
+    closed = en.prop23_extreme_values()
+    for patterns, queries in sets.values():
+        terms = en.energy_terms(queries, patterns)
+        for i, query in enumerate(queries):
+            gap, value = _mp_gap_and_prop3(patterns, query)
+            assert en.prop2_signed_gap(terms)[i] == pytest.approx(gap, abs=1e-9)
+            assert en.prop3_quantity(terms)[i] == pytest.approx(value, abs=1e-9)
+    equal = en.energy_terms(sets["equal_norms"][1], sets["equal_norms"][0])
+    np.testing.assert_allclose(en.prop2_signed_gap(equal), 0.0, atol=1e-12)  # spread 0: both bounds attained
+    centre = en.energy_terms(sets["sphere_centre"][1], sets["sphere_centre"][0])
+    assert en.prop3_quantity(centre)[0] == pytest.approx(en.prop3_sharp_bounds(centre)[1], abs=1e-12)
+    below = en.energy_terms(sets["beyond_min_norm"][1], sets["beyond_min_norm"][0])
+    assert below.norm_spread == closed["spread"] == 4.0
+    assert en.prop2_signed_gap(below)[0] == pytest.approx(-below.norm_spread, abs=1e-9)
+    assert en.prop3_quantity(below)[0] == pytest.approx(en.prop3_sharp_bounds(below)[0], abs=1e-9)
+    above = en.energy_terms(sets["beyond_max_norm"][1], sets["beyond_max_norm"][0])
+    assert above.norm_spread == 4.0 and abs(en.prop2_signed_gap(above)[0]) <= 1e-9
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.floats(0.5, 3.0), st.floats(0.0, 4.0))
+def test_two_pattern_closed_forms(length: float, far: float) -> None:
+    """The closed forms of prop23_extreme_values match a 50-digit evaluation for any separation and distance."""
+    closed = en.prop23_extreme_values(length, far)
+    patterns = np.array([[0.0, 0.0], [length, 0.0]])
+    gap_min, value_min = _mp_gap_and_prop3(patterns, np.array([-far, 0.0]))
+    gap_max, _ = _mp_gap_and_prop3(patterns, np.array([length + far, 0.0]))
+    assert closed["beyond_min_norm.prop2_gap"] == pytest.approx(gap_min, abs=1e-12)
+    assert closed["beyond_min_norm.prop3_value"] == pytest.approx(value_min, abs=1e-12)
+    assert closed["beyond_max_norm.prop2_gap"] == pytest.approx(gap_max, abs=1e-12)
+    assert -length**2 <= gap_min <= gap_max <= 0.0
 
 
 def test_bad_inputs_raise_user_errors() -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 from assocmem.theory import landscapes as la
 
@@ -41,14 +40,3 @@ def test_grid_local_minima_on_a_toy_array() -> None:
     assert la.grid_local_minima(np.array([3.0, 1.0, 2.0, 0.5, 4.0])) == [(1,), (3,)]
 
 
-def test_plot_fig1_draws_on_given_axes() -> None:
-    matplotlib = pytest.importorskip("matplotlib")
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 5)
-    la.plot_fig1(list(axes), num=21)
-    assert axes[0].get_title() == "(a) -LogSumExp" and len(axes[4].lines) >= 3
-    plt.close(fig)
-    with pytest.raises(ValueError):
-        la.plot_fig1([None])

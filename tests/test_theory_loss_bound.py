@@ -22,14 +22,14 @@ def test_minimum_at_z_equal_one_and_overflow_handling() -> None:
     assert lb.log_z_plus_inverse(-800.0) == np.inf
     assert lb.log_of_log_z_plus_inverse(-800.0) == pytest.approx(800.0, rel=1e-12)
     assert lb.log_of_log_z_plus_inverse(-5.0) == pytest.approx(np.log(np.exp(5.0) - 5.0))
-    assert lb.prop4_brief_upper(0.0, 24) == pytest.approx(1.0 + np.log(24))
+    assert lb.prop4_printed_upper(0.0, 24) == pytest.approx(1.0 + np.log(24))
 
 
 def test_paper_scale_numbers() -> None:
     at_r_star = lb.prop4_from_radius(1024, np.sqrt(1024 / (2 * np.pi * np.e)), 80_000, 24)
     assert at_r_star["log_Z_t"] < -50 and at_r_star["inv_Z_t"] > 1e21
     at_10 = lb.prop4_from_radius(1024, 10.0, 80_000, 24)
-    assert at_10["log_Z_t"] > 150 and at_10["v2_log_z_plus_inv"] == pytest.approx(at_10["log_Z_t"])
+    assert at_10["log_Z_t"] > 150 and at_10["log_z_plus_inv"] == pytest.approx(at_10["log_Z_t"])
 
 
 def test_exact_one_layer_cross_entropy_refutes_the_inverse_z_term() -> None:
@@ -47,3 +47,14 @@ def test_exact_cross_entropy_can_be_negative() -> None:
     assert out["exact_L"] < 0 < 1 <= out["paper_L"]
     with pytest.raises(ValueError, match="overlap"):
         lb.toy_cross_entropy_1d(np.array([0.0, 1.0]), 0.6)
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.floats(0.0, 5.0), st.integers(2, 48), st.floats(0.0, 1.0))
+def test_printed_proof_steps_disagree_by_log_l(inv_z: float, n_layers: int, share: float) -> None:
+    """App. C.1 as printed: (a) then the Z_theta substitution gives 1/Z + 2 log l - c; (b) prints 1/Z + log l - c."""
+    c = share * np.log(n_layers)
+    steps = lb.proof_steps(inv_z, n_layers, c)
+    assert steps["printed_a_then_b"] - steps["printed_b"] == pytest.approx(np.log(n_layers))
+    assert steps["eq10_with_density_typo"] == pytest.approx(inv_z)  # the remark's log Z_t + 1/Z_t
+    assert steps["with_the_energy"] == 0.0  # L = log Z_t exactly

@@ -8,13 +8,14 @@ from helpers import make_token_dir
 
 from assocmem.io import AssocmemError
 from assocmem.model import ModelConfig
-from assocmem.tokenstore import TokenStore
+from assocmem.tokenstore import TokenStore, data_fingerprint
 from assocmem.train import (
     IGNORE,
     SequenceBatches,
     TrainJob,
     TrainSettings,
     fixed_batches,
+    job_fingerprint,
     load_model,
     lr_at,
     to_lm_batch,
@@ -28,7 +29,7 @@ def settings(**kw) -> TrainSettings:
     return TrainSettings(**{**base, **kw})
 
 
-def make_job(tmp_path, run_name="run", **kw) -> TrainJob:
+def make_job(tmp_path, run_name="run", seed=3, **kw) -> TrainJob:
     token_dir = tmp_path / "tokens"
     if not token_dir.exists():
         token_dir = make_token_dir(tmp_path, repeat=4)
@@ -37,8 +38,9 @@ def make_job(tmp_path, run_name="run", **kw) -> TrainJob:
     s = settings(**kw)
     cfg = ModelConfig(vocab_size=train.vocab_size, n_layer=1, d_model=16, n_head=2, d_ff=32, max_len=20)
     return TrainJob(run_dir=tmp_path / run_name, model_config=cfg, settings=s,
-                    train_batches=SequenceBatches(train, 0, len(train), s.batch_size, seed=3),
-                    eval_sets={"val": fixed_batches(dev, np.arange(len(dev)), 4)}, seed=3, tokens_per_sequence=12)
+                    train_batches=SequenceBatches(train, 0, len(train), s.batch_size, seed=seed),
+                    eval_sets={"val": fixed_batches(dev, np.arange(len(dev)), 4)}, seed=seed, tokens_per_sequence=12,
+                    fingerprint=job_fingerprint(cfg, s, seed, data_fingerprint(train)))
 
 
 def test_lr_schedule():
@@ -70,9 +72,12 @@ def test_training_reduces_loss_and_writes_outputs(tmp_path):
     metrics = pd.read_csv(tmp_path / "run" / "metrics.csv")
     assert metrics["step"].tolist() == [10, 20, 30, 40]
     assert metrics["train_loss"].iloc[-1] < metrics["train_loss"].iloc[0]
-    assert {"val_ce", "tokens_per_s", "mfu", "lr"} <= set(metrics.columns)
-    assert 0 < metrics["mfu"].iloc[-1] < 1
-    assert summary["steps"] == 40
+    assert {"val_ce", "train_loss", "lr"} <= set(metrics.columns)
+    assert not {"tokens_per_s", "mfu"} & set(metrics.columns)  # wall-clock numbers live in timing.csv
+    timing = pd.read_csv(tmp_path / "run" / "timing.csv")
+    assert timing["step"].tolist() == [10, 20, 30, 40] and 0 < timing["mfu"].iloc[-1] < 1
+    assert summary["steps"] == 40 and summary["best_step"] in (10, 20, 30, 40) and not summary["stopped_early"]
+    assert not (tmp_path / "run" / "checkpoint.pt").exists()  # removed once model.pt is written
     model = load_model(tmp_path / "run" / "model.pt")
     assert model.num_parameters() == summary["n_params"]
 
@@ -107,14 +112,70 @@ def test_gradient_accumulation_matches_full_batch(tmp_path):
     assert all(torch.allclose(a[k], b[k], atol=1e-5) for k in a)
 
 
-def test_corrupt_checkpoint_is_reported(tmp_path):
+def test_corrupt_checkpoint_is_logged_and_the_run_starts_fresh(tmp_path, caplog):
+    make_job(tmp_path, "fresh").run()
     job = make_job(tmp_path)
     job.run_dir.mkdir(parents=True)
     (job.run_dir / "checkpoint.pt").write_bytes(b"garbage")
-    with pytest.raises(AssocmemError, match="checkpoint.pt"):
-        job.run()
+    job.run()
+    assert "checkpoint.pt is unreadable" in caplog.text
+    a = torch.load(tmp_path / "fresh" / "model.pt", weights_only=True)["model"]
+    b = torch.load(tmp_path / "run" / "model.pt", weights_only=True)["model"]
+    assert all(torch.equal(a[k], b[k]) for k in a)
 
 
-def test_missing_model_file(tmp_path):
-    with pytest.raises(AssocmemError, match="model file not found"):
+def kill_at(step_to_kill: int):
+    def hook(step: int) -> None:
+        if step == step_to_kill:
+            raise KeyboardInterrupt("simulated kill")
+    return hook
+
+
+@pytest.mark.parametrize("change", [{"lr": 1e-3}, {"max_steps": 16}, {"seed": 4}])
+def test_a_checkpoint_of_another_config_is_never_resumed(tmp_path, caplog, change):
+    """Kill a run, change lr / max_steps / seed, rerun in the same directory: the result equals a fresh run."""
+    with pytest.raises(KeyboardInterrupt):
+        make_job(tmp_path, "run").run(on_step=kill_at(7))
+    for name in ("run", "fresh"):
+        make_job(tmp_path, name, **change).run()
+    assert "written for another configuration" in caplog.text
+    a = torch.load(tmp_path / "fresh" / "model.pt", weights_only=True)["model"]
+    b = torch.load(tmp_path / "run" / "model.pt", weights_only=True)["model"]
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_early_stopping_stops_after_patience_and_resumes_the_same(tmp_path):
+    from assocmem.train import early_stop_reached
+
+    rows = [{"val_ce": v} for v in (3.0, 2.5, 2.6, 2.55, 2.7)]
+    assert early_stop_reached(rows[:4], patience=2, min_delta=0.0)  # 2.6, 2.55: no gain on 2.5
+    assert not early_stop_reached(rows[:4], patience=3, min_delta=0.0)
+    assert early_stop_reached(rows, patience=3, min_delta=0.0)
+    assert not early_stop_reached(rows, patience=None, min_delta=0.0)
+    assert early_stop_reached([{"val_ce": 3.0}, {"val_ce": 2.99}], patience=1, min_delta=0.05)
+    summary = make_job(tmp_path, "es", max_steps=400, eval_interval=4, lr=0.05,
+                       early_stopping_patience=2).run()
+    assert summary["stopped_early"] and summary["steps"] < 400
+    metrics = pd.read_csv(tmp_path / "es" / "metrics.csv")
+    assert metrics["step"].iloc[-1] == summary["steps"]
+    assert metrics["val_ce"].iloc[-2:].min() > metrics["val_ce"].iloc[:-2].min()
+
+
+def test_model_files_are_byte_identical_across_runs(tmp_path):
+    make_job(tmp_path, "a").run()
+    make_job(tmp_path, "b").run()
+    assert (tmp_path / "a" / "model.pt").read_bytes() == (tmp_path / "b" / "model.pt").read_bytes()
+
+
+def test_missing_and_corrupt_model_files_are_named(tmp_path):
+    with pytest.raises(AssocmemError, match="model file not found.*none.pt"):
         load_model(tmp_path / "none.pt")
+    make_job(tmp_path).run()
+    path = tmp_path / "run" / "model.pt"
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(AssocmemError, match=r"cannot read model .*model.pt: truncated or corrupt"):
+        load_model(path)
+    path.write_bytes(data[:100] + bytes(b ^ 0x55 for b in data[100:200]) + data[200:])
+    with pytest.raises(AssocmemError, match=r"cannot read model .*model.pt"):
+        load_model(path)

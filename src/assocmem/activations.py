@@ -67,11 +67,12 @@ def _window_batches(tokens: np.ndarray, batch_size: int) -> Iterator[ChunkBatch]
 def gather_states(model: DecoderLM, batches: Iterator[ChunkBatch], n_chunks: int, layer_ids: list[int],
                   desc: str) -> np.ndarray:
     out = np.empty((len(layer_ids), n_chunks, model.cfg.d_model), dtype=np.float32)
+    device = next(model.parameters()).device
     for idx, tokens, positions in tqdm(batches, desc=desc, mininterval=5):
-        _, hidden = model(torch.from_numpy(tokens), return_hidden=True)
-        arange, pos = torch.arange(len(idx)), torch.from_numpy(positions)
+        _, hidden = model(torch.from_numpy(tokens).to(device), return_hidden=True)
+        arange, pos = torch.arange(len(idx), device=device), torch.from_numpy(positions).to(device)
         for slot, layer in enumerate(layer_ids):
-            out[slot, idx] = hidden[layer][arange, pos].float().numpy()
+            out[slot, idx] = hidden[layer][arange, pos].float().cpu().numpy()
     return out
 
 

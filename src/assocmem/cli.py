@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -41,6 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("config", type=Path)
     p.add_argument("--schema", type=Path, default=Path("workflow/schemas/config.schema.yaml"),
                    help="the workflow's config schema (default: %(default)s, relative to the repository root)")
+    p = sub.add_parser("run", help="check config files (file and line on errors), then run snakemake with the "
+                                   "same arguments, e.g. `python -m assocmem run --cores all --configfile X`")
+    p.add_argument("snakemake_args", nargs=argparse.REMAINDER)
     for name, (_, paths, text) in STAGES.items():
         p = sub.add_parser(name, help=text)
         p.add_argument("--params", required=True, help="JSON of the config keys this stage depends on")
@@ -74,13 +78,47 @@ def _print_config(path: Path, schema: Path) -> None:
     print(yaml.safe_dump(load_config(path, load_schema(schema)), sort_keys=False))
 
 
+def config_files(snakemake_args: list[str]) -> list[Path]:
+    """The values of ``--configfile`` (``--configfile A B`` or ``--configfile=A``) in snakemake's arguments."""
+    files, taking = [], False
+    for arg in snakemake_args:
+        if arg.startswith("--configfile="):
+            files.append(Path(arg.split("=", 1)[1]))
+            taking = False
+        elif arg == "--configfile":
+            taking = True
+        elif taking and not arg.startswith("-"):
+            files.append(Path(arg))
+        else:
+            taking = False
+    return files
+
+
+def run_snakemake(snakemake_args: list[str]) -> None:
+    """Validate every config file with errors that name file, line and key, then hand over to snakemake."""
+    from assocmem.config import load_config, load_schema
+
+    args = list(snakemake_args)
+    if "-s" not in args and "--snakefile" not in args:
+        args = ["-s", str(Path("Snakefile").resolve()), *args]
+    snakefile = Path(args[args.index("-s" if "-s" in args else "--snakefile") + 1])
+    schema = load_schema(snakefile.parent / "workflow" / "schemas" / "config.schema.yaml")
+    for path in config_files(args) or [snakefile.parent / "config" / "config.yaml"]:
+        load_config(path, schema)
+    os.execvp(sys.executable, [sys.executable, "-m", "snakemake", *args])
+
+
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    # `run` passes everything after it to snakemake untouched (argparse would try to read its options)
+    args = argparse.Namespace(stage="run") if argv[:1] == ["run"] else build_parser().parse_args(argv)
     start = time.perf_counter()
     try:
         if args.stage == "validate-config":
             _print_config(args.config, args.schema)
+        elif args.stage == "run":
+            run_snakemake(argv[1:])
         else:
             run_stage(args)
     except AssocmemError as err:

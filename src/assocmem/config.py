@@ -8,7 +8,10 @@ path (``experiments.qf.subsets.fractions[0]``), before any job runs.
 from __future__ import annotations
 
 import copy
+import glob
+import math
 from collections.abc import Iterator
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -75,36 +78,81 @@ def validate_config(config: dict[str, Any], schema: dict[str, Any]) -> dict[str,
 
 
 def _check_semantics(config: dict[str, Any]) -> None:
-    """Cross-key rules the JSON schema cannot express."""
+    """Cross-key rules the JSON schema cannot express: everything decidable from the config alone fails here,
+    before the first job, instead of late in a stage or the report."""
     problems = []
     for exp_name, exp in config["experiments"].items():
         prefix = f"experiments.{exp_name}"
-        dataset = exp["dataset"]
-        if dataset["name"] == "question_formation" and dataset["source"] not in ("generate", "download"):
-            problems.append(f"{prefix}.dataset.source: question_formation takes 'generate' or 'download', "
-                            f"not {dataset['source']!r}")
-        if dataset["name"] == "corpus" and dataset["source"] in ("generate", "download"):
-            problems.append(f"{prefix}.dataset.source: corpus takes hf, text, jsonl or parquet")
-        if dataset["source"] == "hf" and not dataset.get("hf_name"):
-            problems.append(f"{prefix}.dataset.hf_name: required when source is 'hf'")
-        for name, spec in exp["pretrained"].items():
-            if (spec["name"] is None) == (spec["config"] is None):
-                problems.append(f"{prefix}.pretrained.{name}: give exactly one of 'name' or 'config'")
-            if dataset["name"] != "corpus":
-                problems.append(f"{prefix}.pretrained.{name}: pretrained models need a corpus dataset")
-        for model_name, model in exp["models"].items():
-            if model["d_model"] % model["n_head"]:
-                problems.append(f"{prefix}.models.{model_name}.n_head: must divide d_model "
-                                f"({model['d_model']} % {model['n_head']} != 0)")
-        train = exp["train"]
-        micro = train["micro_batch_size"]
-        if micro is not None and train["batch_size"] % micro:
-            problems.append(f"{prefix}.train.micro_batch_size: must divide batch_size "
-                            f"({train['batch_size']} % {micro} != 0)")
-        if exp["neighbours"]["k"] >= exp["activations"]["n_chunks"]:
-            problems.append(f"{prefix}.neighbours.k: must be smaller than activations.n_chunks")
+        problems += _dataset_problems(prefix, exp)
+        problems += _model_problems(prefix, exp)
+        problems += _size_problems(prefix, exp)
     if problems:
         raise ConfigError("invalid config:\n  - " + "\n  - ".join(problems))
+
+
+def _dataset_problems(prefix: str, exp: dict[str, Any]) -> list[str]:
+    dataset, problems = exp["dataset"], []
+    if dataset["name"] == "question_formation" and dataset["source"] not in ("generate", "download"):
+        problems.append(f"{prefix}.dataset.source: question_formation takes 'generate' or 'download', "
+                        f"not {dataset['source']!r}")
+    if dataset["name"] == "corpus" and dataset["source"] in ("generate", "download"):
+        problems.append(f"{prefix}.dataset.source: corpus takes hf, text, jsonl or parquet")
+    if dataset["source"] == "hf" and not dataset.get("hf_name"):
+        problems.append(f"{prefix}.dataset.hf_name: required when source is 'hf'")
+    reference = dataset.get("reference_dev")
+    if reference and not Path(reference).is_file():
+        problems.append(f"{prefix}.dataset.reference_dev: file {reference} does not exist (relative paths are "
+                        "relative to the working directory); give McCoy's question.dev or remove the key")
+    if dataset["name"] == "corpus" and dataset["source"] != "hf":
+        if not dataset["paths"]:
+            problems.append(f"{prefix}.dataset.paths: a local corpus needs at least one path or glob")
+        for i, pattern in enumerate(dataset["paths"]):
+            if not glob.glob(pattern):
+                problems.append(f"{prefix}.dataset.paths[{i}]: {pattern!r} matches no file")
+    return problems
+
+
+def _model_problems(prefix: str, exp: dict[str, Any]) -> list[str]:
+    problems = []
+    for name, spec in exp["pretrained"].items():
+        if (spec["name"] is None) == (spec["config"] is None):
+            problems.append(f"{prefix}.pretrained.{name}: give exactly one of 'name' or 'config'")
+        if exp["dataset"]["name"] != "corpus":
+            problems.append(f"{prefix}.pretrained.{name}: pretrained models need a corpus dataset")
+    for name, model in exp["models"].items():
+        if model["d_model"] % model["n_head"]:
+            problems.append(f"{prefix}.models.{name}.n_head: must divide d_model "
+                            f"({model['d_model']} % {model['n_head']} != 0)")
+        if exp["dataset"]["name"] == "corpus":
+            context = max(model["max_len"], exp["train"]["block_size"])
+            if exp["activations"]["chunk_len"] > context:
+                problems.append(f"{prefix}.activations.chunk_len: {exp['activations']['chunk_len']} exceeds the "
+                                f"context of model {name} ({context} = max(max_len, train.block_size))")
+    train = exp["train"]
+    micro = train["micro_batch_size"]
+    if micro is not None and train["batch_size"] % micro:
+        problems.append(f"{prefix}.train.micro_batch_size: must divide batch_size "
+                        f"({train['batch_size']} % {micro} != 0)")
+    return problems
+
+
+def _size_problems(prefix: str, exp: dict[str, Any]) -> list[str]:
+    """Subsets that hold no training example, and neighbour searches with fewer candidates than k."""
+    problems = []
+    n_chunks, neighbours = exp["activations"]["n_chunks"], exp["neighbours"]
+    if neighbours["k"] >= n_chunks:
+        problems.append(f"{prefix}.neighbours.k: must be smaller than activations.n_chunks")
+    for i, fraction in enumerate(neighbours["fractions"]):
+        if round(fraction * n_chunks) <= neighbours["k"]:
+            problems.append(f"{prefix}.neighbours.fractions[{i}]: {fraction} of {n_chunks} chunks keeps "
+                            f"{round(fraction * n_chunks)} rows, too few for k = {neighbours['k']} neighbours")
+    if exp["dataset"]["name"] == "question_formation":
+        n_train = exp["dataset"]["sizes"]["train"]
+        for i, fraction in enumerate(exp["subsets"]["fractions"]):
+            if math.floor(Fraction(repr(float(fraction))) * n_train) < 1:
+                problems.append(f"{prefix}.subsets.fractions[{i}]: {fraction} of the {n_train} training "
+                                "sequences (dataset.sizes.train) holds no sequence")
+    return problems
 
 
 def load_config(path: str | Path, schema: dict[str, Any]) -> dict[str, Any]:
@@ -114,5 +162,9 @@ def load_config(path: str | Path, schema: dict[str, Any]) -> dict[str, Any]:
     try:
         raw = yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as err:
-        raise ConfigError(f"config file {path} is not valid YAML: {err}") from err
+        mark = getattr(err, "problem_mark", None)
+        where = f"{path}, line {mark.line + 1}, column {mark.column + 1}" if mark else str(path)
+        raise ConfigError(f"config file {where}: not valid YAML ({getattr(err, 'problem', None) or err})") from err
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"config file {path} is not UTF-8 text: {err}") from err
     return validate_config(raw or {}, schema)

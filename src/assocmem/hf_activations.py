@@ -559,8 +559,8 @@ def dump_pretrained(spec: dict[str, Any], acts: dict[str, Any], seed: int, store
                     out_dir: Path) -> dict[str, Any]:
     """The paper's Fig. 2 protocol on a pretrained HF causal LM: last-position states of random chunks of the
     store's training split (``train.npy``) and of its held-out split (``heldout.npy``)."""
-    load_spec = {k: v for k, v in spec.items() if k in ("name", "revision", "config", "local_files_only", "dtype")
-                 and v is not None}
+    load_spec = {k: v for k, v in spec.items()
+                 if k in ("name", "revision", "config", "local_files_only", "dtype", "device") and v is not None}
     model, info = load_causal_lm({**load_spec, "seed": seed})
     meta: dict[str, Any] = {"model": info, "final_ln": spec["final_ln"], "splits": {}}
     layers = "all" if acts["layers"] == "all" else "last"
@@ -572,8 +572,7 @@ def dump_pretrained(spec: dict[str, Any], acts: dict[str, Any], seed: int, store
         result = dump_activations(model, chunks, out_dir / f"{split}.npy", layers=layers, final_ln=spec["final_ln"],
                                   batch_size=spec["batch_size"], offsets=offsets)
         meta["splits"][split] = {"n_chunks": acts["n_chunks"], "chunk_len": acts["chunk_len"],
-                                 "distinct_chunks": int(len(np.unique(offsets))),
-                                 "chunks_per_s": result.get("chunks_per_s"), "layers": result["layers"]}
+                                 "distinct_chunks": int(len(np.unique(offsets))), "layers": result["layers"]}
     meta["layers"] = hf_layer_names(meta["splits"]["train"]["layers"], info["n_layer"], spec["final_ln"])
     meta["d_model"] = info["d_model"]
     meta["heldout_split"] = heldout_name

@@ -8,11 +8,12 @@ without error. A killed job therefore never leaves a file that looks complete.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,11 @@ def atomic_path(dest: str | os.PathLike[str], suffix: str | None = None) -> Iter
         yield tmp
         tmp.chmod(0o644)  # mkstemp creates 0600; outputs are ordinary shared files
         os.replace(tmp, dest)
+    except OSError as err:
+        if err.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise AssocmemError(f"no space left on the device while writing {dest}: free some space and rerun; "
+                                "files already complete were not touched") from err
+        raise
     finally:
         if tmp.exists():
             tmp.unlink()
@@ -61,14 +67,88 @@ def write_json(dest: str | os.PathLike[str], obj: Any) -> None:
     write_text(dest, json.dumps(obj, indent=2, sort_keys=True, default=_json_default) + "\n")
 
 
+def rebuild_hint(path: str | os.PathLike[str]) -> str:
+    """How to rebuild a damaged or missing artifact: delete it and rerun, or force its rule."""
+    from assocmem.layout import producer
+
+    rule = producer(path)
+    force = f" (or `snakemake --cores all --forcerun {rule}`)" if rule else ""
+    return f"delete {path} and rerun `snakemake --cores all`{force}"
+
+
 def read_json(path: str | os.PathLike[str]) -> Any:
     path = Path(path)
     if not path.exists():
-        raise AssocmemError(f"missing file: {path}")
+        raise AssocmemError(f"missing file: {path}; {rebuild_hint(path)}")
     try:
         return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise AssocmemError(f"corrupt JSON in {path}: {err}") from err
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise AssocmemError(f"corrupt JSON in {path}: {err}; {rebuild_hint(path)}") from err
+
+
+def load_npy(path: str | os.PathLike[str], *, shape: tuple[int | None, ...] | None = None,
+             dtype: str | None = None) -> np.ndarray:
+    """Memory-map an ``.npy`` array, checking that the file holds what its header says (and the expected shape
+    and dtype, None entries matching anything)."""
+    path = Path(path)
+    if not path.exists():
+        raise AssocmemError(f"missing file: {path}; {rebuild_hint(path)}")
+    try:
+        array = np.load(path, mmap_mode="r", allow_pickle=False)
+    except (ValueError, OSError, EOFError) as err:
+        raise AssocmemError(f"corrupt array file {path} ({err}): truncated or not an .npy file; "
+                            f"{rebuild_hint(path)}") from err
+    wrong_shape = shape is not None and (len(shape) != array.ndim or any(
+        want is not None and want != got for want, got in zip(shape, array.shape, strict=False)))
+    if wrong_shape or (dtype is not None and array.dtype != np.dtype(dtype)):
+        raise AssocmemError(f"{path} holds {array.dtype} {array.shape}, expected {dtype or 'any dtype'} "
+                            f"{shape}; {rebuild_hint(path)}")
+    return array
+
+
+def read_table(path: str | os.PathLike[str], columns: Sequence[str] = ()) -> Any:
+    """A parquet or CSV artifact as a pandas DataFrame, with the listed columns present."""
+    import pandas as pd
+
+    path = Path(path)
+    if not path.exists():
+        raise AssocmemError(f"missing file: {path}; {rebuild_hint(path)}")
+    try:
+        frame = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
+    except Exception as err:  # noqa: BLE001 - pyarrow and pandas raise many types for a damaged file
+        raise AssocmemError(f"corrupt table {path} ({type(err).__name__}: {err}); {rebuild_hint(path)}") from err
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise AssocmemError(f"{path} lacks column(s) {missing}; {rebuild_hint(path)}")
+    return frame
+
+
+def save_torch(dest: str | os.PathLike[str], obj: Any) -> None:
+    """torch.save atomically and byte-reproducibly (through a file handle, so the temporary file's name never
+    ends up inside the archive)."""
+    import torch
+
+    with atomic_path(dest) as tmp, open(tmp, "wb") as handle:
+        try:
+            torch.save(obj, handle)
+        except RuntimeError as err:  # torch reports a full disk as "unexpected pos ..."
+            if "unexpected pos" not in str(err):
+                raise
+            raise OSError(errno.ENOSPC, f"torch.save failed ({err})") from err
+
+
+def load_torch(path: str | os.PathLike[str], what: str = "checkpoint") -> Any:
+    """torch.load(weights_only=True) with a clear error for a missing, truncated or corrupt file."""
+    import torch
+
+    path = Path(path)
+    if not path.exists():
+        raise AssocmemError(f"{what} file not found: {path}; {rebuild_hint(path)}")
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # noqa: BLE001 - zip, pickle and OS errors all mean a damaged file
+        raise AssocmemError(f"cannot read {what} {path}: truncated or corrupt ({type(err).__name__}: {err}); "
+                            f"{rebuild_hint(path)}") from err
 
 
 def write_npy(dest: str | os.PathLike[str], array: np.ndarray) -> None:

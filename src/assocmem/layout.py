@@ -6,6 +6,7 @@ fields are Snakemake wildcards in ``workflow/rules/common.smk`` and are filled i
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 TEMPLATES: dict[str, str] = {
@@ -40,6 +41,16 @@ TEMPLATES: dict[str, str] = {
     "benchmark": "benchmarks/{name}.tsv",
 }
 
+# which rule writes each artifact (for error messages that say how to rebuild a damaged file)
+PRODUCERS: dict[str, str] = {
+    "raw_file": "generate_data", "raw_manifest": "generate_data", "floor": "data_audit", "compare": "data_audit",
+    "tokens_meta": "tokenize", "tokens_source": "tokenize", "subset_meta": "subsets",
+    "model": "train", "metrics": "train", "summary": "train",
+    "acts_train": "activations", "acts_heldout": "activations", "acts_train_index": "activations",
+    "acts_heldout_index": "activations", "acts_meta": "activations",
+    "nn_self": "neighbours", "nn_heldout": "neighbours", "nn_summary": "neighbours",
+    "report_html": "report", "report_md": "report", "report_checks": "report", "report_figures": "report",
+}
 RUN_ARTIFACTS = ("model", "metrics", "summary")
 ACTIVATION_ARTIFACTS = ("acts_train", "acts_heldout", "acts_train_index", "acts_heldout_index", "acts_meta")
 NEIGHBOUR_ARTIFACTS = ("nn_self", "nn_heldout", "nn_summary")
@@ -60,3 +71,41 @@ def subset_name(fraction: float) -> str:
     """Stable, path-safe name of a training subset: 1.0 -> 'pct100', 0.001 -> 'pct0.1'."""
     pct = round(fraction * 100, 6)
     return f"pct{int(pct)}" if float(pct).is_integer() else f"pct{pct:g}"
+
+
+def producer(file: str | Path) -> str | None:
+    """The rule that writes ``file`` (matched on the layout, wherever the results directory is), or None."""
+    parts = Path(file).parts
+    for name, template in TEMPLATES.items():
+        tparts = Path(template).parts
+        if name in PRODUCERS and len(parts) >= len(tparts) and all(
+                _part_matches(t, p) for t, p in zip(tparts, parts[-len(tparts):], strict=True)):
+            return PRODUCERS[name]
+    if len(parts) >= 2 and parts[-2] == "tokens":  # shards and offsets of the token store
+        return "tokenize"
+    return None
+
+
+def _part_matches(template: str, part: str) -> bool:
+    pattern = re.escape(template)
+    for field in ("exp", "model", "subset", "split", "name"):
+        pattern = pattern.replace(re.escape("{" + field + "}"), "[^/]+")
+    return re.fullmatch(pattern, part) is not None
+
+
+REPLICATE = ".s"
+
+
+def replicate_label(model: str, replicate: int) -> str:
+    """The run name of replicate ``replicate`` of a model in a sweep: the model itself, then <model>.s<k>."""
+    return model if replicate == 0 else f"{model}{REPLICATE}{replicate}"
+
+
+def parse_replicate(label: str) -> tuple[str, int]:
+    model, _, replicate = label.partition(REPLICATE)
+    return model, int(replicate or 0)
+
+
+def replicate_seed(seed: int, replicate: int) -> int:
+    """Training seed of replicate k: the config's seed for k = 0 (so a sweep's first seed matches a plain run)."""
+    return seed + 1000 * replicate

@@ -25,13 +25,15 @@ class ModelConfig:
     max_len: int
     tie_embeddings: bool = True
     dropout: float = 0.0
+    bias: bool = True  # biases in the Linear and LayerNorm layers (False: nanoGPT's faster bias-free variant)
 
     @classmethod
     def from_dict(cls, spec: dict, vocab_size: int) -> ModelConfig:
         d_ff = spec.get("d_ff") or 4 * spec["d_model"]
         return cls(vocab_size=vocab_size, n_layer=spec["n_layer"], d_model=spec["d_model"],
                    n_head=spec["n_head"], d_ff=d_ff, max_len=spec.get("max_len", 64),
-                   tie_embeddings=spec.get("tie_embeddings", True), dropout=spec.get("dropout", 0.0))
+                   tie_embeddings=spec.get("tie_embeddings", True), dropout=spec.get("dropout", 0.0),
+                   bias=spec.get("bias", True))
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -41,8 +43,8 @@ class CausalSelfAttention(nn.Module):
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         self.n_head = cfg.n_head
-        self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model)
-        self.proj = nn.Linear(cfg.d_model, cfg.d_model)
+        self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model, bias=cfg.bias)
+        self.proj = nn.Linear(cfg.d_model, cfg.d_model, bias=cfg.bias)
         self.dropout = cfg.dropout
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -59,11 +61,11 @@ class CausalSelfAttention(nn.Module):
 class Block(nn.Module):
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
-        self.ln1 = nn.LayerNorm(cfg.d_model)
+        self.ln1 = nn.LayerNorm(cfg.d_model, bias=cfg.bias)
         self.attn = CausalSelfAttention(cfg)
-        self.ln2 = nn.LayerNorm(cfg.d_model)
+        self.ln2 = nn.LayerNorm(cfg.d_model, bias=cfg.bias)
         self.ff = nn.Sequential(
-            nn.Linear(cfg.d_model, cfg.d_ff), nn.GELU(), nn.Linear(cfg.d_ff, cfg.d_model)
+            nn.Linear(cfg.d_model, cfg.d_ff, bias=cfg.bias), nn.GELU(), nn.Linear(cfg.d_ff, cfg.d_model, bias=cfg.bias)
         )
         self.drop = nn.Dropout(cfg.dropout)
 
@@ -80,7 +82,7 @@ class DecoderLM(nn.Module):
         self.pos_emb = nn.Embedding(cfg.max_len, cfg.d_model)
         self.drop = nn.Dropout(cfg.dropout)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
-        self.ln_f = nn.LayerNorm(cfg.d_model)
+        self.ln_f = nn.LayerNorm(cfg.d_model, bias=cfg.bias)
         self.head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         if cfg.tie_embeddings:
             self.head.weight = self.tok_emb.weight

@@ -10,29 +10,30 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from assocmem.io import read_json, write_csv, write_json, write_parquet
+from assocmem.io import load_npy, read_json, write_csv, write_json, write_parquet
 from assocmem.runtime import set_threads
 
 
 def generate_data(params: dict[str, Any], out_dir: Path) -> None:
-    """Question-Formation splits: sampled from the embedded grammar, or McCoy's published files."""
+    """Question-Formation splits: sampled from the grammar (fitted or published weights), or McCoy's files."""
     from assocmem.qf import download, generate
 
     dataset = params["dataset"]
     if dataset["source"] == "generate":
-        manifest = generate.generate_qf(out_dir, **generate.size_args(dataset["sizes"]), seed=params["seed"])
+        manifest = generate.generate_qf(out_dir, **generate.size_args(dataset["sizes"]), seed=params["seed"],
+                                        weights=dataset["grammar_weights"])
     else:
         manifest = download.fetch_qf(dataset["download"], out_dir)
     write_json(out_dir / "manifest.json", {**manifest, "source": dataset["source"]})
 
 
 def data_audit(params: dict[str, Any], raw_dir: Path, floor_out: Path, compare_out: Path) -> None:
-    """Exact entropy floor of the generator; divergence of our data from McCoy's real dev split."""
-    from assocmem.qf.compare import compare_with_reference
-    from assocmem.qf.floor import split_floors
+    """Entropy floors of the generator and of McCoy's real files; fidelity of our data to McCoy's."""
+    from assocmem.qf.fit import audit_reference
+    from assocmem.qf.floor import audit_floors
 
-    write_json(floor_out, split_floors(params["sizes"]))
-    write_json(compare_out, compare_with_reference(raw_dir / "question.train", params["reference_dev"]))
+    write_json(floor_out, audit_floors(params, raw_dir))
+    write_json(compare_out, audit_reference(raw_dir / "question.train", params))
 
 
 def tokenize(params: dict[str, Any], out_dir: Path, raw_dir: Path | None) -> None:
@@ -63,11 +64,13 @@ def train(params: dict[str, Any], store_dir: Path, run_dir: Path) -> None:
 
 def activations(params: dict[str, Any], model_path: Path, store_dir: Path, out_dir: Path) -> None:
     from assocmem.activations import dump_activations
+    from assocmem.runtime import resolve_device
     from assocmem.train import load_model
 
     set_threads(params["threads"])
     acts = params["activations"]
-    dump_activations(load_model(model_path), store_dir, out_dir, heldout_split=acts["heldout_split"],
+    device = resolve_device(acts["device"], key="activations.device")
+    dump_activations(load_model(model_path, device), store_dir, out_dir, heldout_split=acts["heldout_split"],
                      n_chunks=acts["n_chunks"], chunk_len=acts["chunk_len"], layers=acts["layers"],
                      batch_size=acts["batch_size"], seed=params["seed"], label=params.get("label", ""))
 
@@ -76,17 +79,18 @@ def pretrained_activations(params: dict[str, Any], store_dir: Path, out_dir: Pat
     from assocmem.hf_activations import dump_pretrained
 
     set_threads(params["threads"])
-    dump_pretrained(params["pretrained"], params["activations"], params["seed"], store_dir, out_dir)
+    spec = {**params["pretrained"], "device": params["activations"]["device"]}
+    dump_pretrained(spec, params["activations"], params["seed"], store_dir, out_dir)
 
 
 def neighbours(params: dict[str, Any], act_dir: Path, out_dir: Path) -> None:
-    import numpy as np
-
     from assocmem.neighbours import search_activations
 
     set_threads(params["threads"])
     meta = read_json(act_dir / "meta.json")
-    train, heldout = (np.load(act_dir / f"{split}.npy", mmap_mode="r") for split in ("train", "heldout"))
+    train, heldout = (load_npy(act_dir / f"{split}.npy", dtype="float32",
+                               shape=(len(meta["layers"]), meta["splits"][split]["n_chunks"], meta["d_model"]))
+                      for split in ("train", "heldout"))
     self_df, held_df, summary = search_activations(train, heldout, meta["layers"], params["neighbours"],
                                                    params["seed"])
     write_parquet(out_dir / "self.parquet", self_df)

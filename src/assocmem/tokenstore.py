@@ -20,6 +20,8 @@ entry: its listed splits are token prefixes of the parent's, every other split i
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -33,6 +35,7 @@ FORMAT = "assocmem-tokens"
 FORMAT_VERSION = 2
 META_NAME = "meta.json"
 BATCHING = ("sequences", "windows")
+VERIFY_BELOW_BYTES = 64 << 20  # shards of a split smaller than this in total are sha256-checked on open
 
 
 def token_dtype(vocab_size: int) -> np.dtype:
@@ -133,6 +136,8 @@ class TokenStore:
 
     def _init_shards(self) -> None:
         self._shards = [self._open_shard(record) for record in self.info["shards"]]
+        if sum(record["tokens"] for record in self.info["shards"]) * self.dtype.itemsize < VERIFY_BELOW_BYTES:
+            self.verify()  # cheap here, and catches a shard whose bytes changed but not its size
         sizes = [len(shard) for shard in self._shards]
         self._starts = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]).astype(np.int64)
         if int(self._starts[-1]) != int(self.info["n_tokens"]):
@@ -172,8 +177,8 @@ class TokenStore:
             return
         for record in self.info["shards"]:
             if not verify_shard(self.store_dir, record, check_sha256=True):
-                raise AssocmemError(f"shard {self.store_dir / record['file']} fails its sha256 check; "
-                                    f"{rebuild_hint(self.store_dir / record['file'])}")
+                raise AssocmemError(f"corrupt token store: shard {self.store_dir / record['file']} fails its sha256 "
+                                    f"check; {rebuild_hint(self.store_dir / record['file'])}")
 
     # ------------------------------------------------------------------ token windows (the stream view)
 
@@ -282,3 +287,12 @@ def split_statistics(store: TokenStore) -> dict[str, Any]:
     lengths = store.lengths()
     return {"max_len": int(lengths.max()) if len(lengths) else 0,
             "mean_len": float(lengths.mean()) if len(lengths) else 0.0}
+
+
+def data_fingerprint(store: TokenStore) -> str:
+    """sha256 naming the exact tokens a store (or view) serves: every split's shard hashes, and the view's cut."""
+    meta = store._parent.meta if store._parent is not None else store.meta
+    shards = {split: [record["sha256"] for record in info.get("shards", [])]
+              for split, info in meta.get("splits", {}).items()}
+    view = store.meta.get("view", {}).get("splits")
+    return hashlib.sha256(json.dumps({"shards": shards, "view": view}, sort_keys=True).encode()).hexdigest()

@@ -116,7 +116,7 @@ def tokenize_corpus(
 ) -> dict[str, Any]:
     """Tokenize ``docs`` (texts in the fixed document order) into ``out_dir/{split}_*.bin`` shards.
 
-    Returns the split's metadata (also written to ``{split}_meta.json``) with ``run`` statistics, including
+    Returns the split's metadata (written to ``{split}_meta.json`` without its ``run`` statistics, which include
     ``tokens_per_s`` for the tokens encoded by this call. ``source`` is recorded verbatim (e.g. the corpus
     order metadata from :func:`assocmem.corpus.load.prepare_corpus`); resuming with a different ``source`` or
     tokenizer is refused. ``on_shard_done(record)`` is called after each shard is finalised (tests use it to
@@ -130,7 +130,7 @@ def tokenize_corpus(
     config = _shard_config(tokenizer, split, shard_tokens, source)
     if resume and (done := _completed_meta(out_dir, split, config)) is not None:
         log.info("split %r in %s is already tokenized (%d tokens)", split, out_dir, done["n_tokens"])
-        return {**done, "run": {**done["run"], "skipped": True}}
+        return {**done, "run": {"skipped": True}}
     finished = _finished_shards(out_dir, split, config) if resume else []
     split_record_path(out_dir, split).unlink(missing_ok=True)  # the shards are about to change under it
     _remove_stale_temporaries(out_dir, split)
@@ -146,8 +146,9 @@ def tokenize_corpus(
         "elapsed_s": elapsed, "new_tokens": new_tokens, "new_docs": new_docs, "num_proc": num_proc,
         "resumed_shards": len(finished), "tokens_per_s": new_tokens / elapsed if elapsed > 0 else 0.0,
     }
-    meta = _split_meta(config, shards, source, run)
-    write_json(split_record_path(out_dir, split), meta)
+    meta = _split_meta(config, shards, source)
+    write_json(split_record_path(out_dir, split), meta)  # reproducible: the run's timing is returned, not stored
+    meta = {**meta, "run": run}
     log.info(
         "tokenized split %r: %d docs, %d tokens in %d shards; %.0f tokens/s (%d new tokens, %d workers)",
         split, meta["n_docs"], meta["n_tokens"], len(shards), run["tokens_per_s"], new_tokens, num_proc,
@@ -411,9 +412,7 @@ def _completed_meta(out_dir: Path, split: str, config: dict[str, Any]) -> dict[s
     return meta
 
 
-def _split_meta(
-    config: dict[str, Any], shards: list[dict[str, Any]], source: dict[str, Any] | None, run: dict[str, Any]
-) -> dict[str, Any]:
+def _split_meta(config: dict[str, Any], shards: list[dict[str, Any]], source: dict[str, Any] | None) -> dict[str, Any]:
     order = hashlib.sha256("".join(record["docs_sha256"] for record in shards).encode()).hexdigest()
     return {
         **config,
@@ -423,7 +422,6 @@ def _split_meta(
         # sha256 over the shards' docs_sha256 (each: sha256 of the concatenated per-document text sha256s)
         "order_sha256": order,
         "source": source,
-        "run": run,
     }
 
 

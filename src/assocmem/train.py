@@ -10,10 +10,13 @@ Question-Formation: every token after ``<sos>``, up to and including ``<eos>``).
 
 from __future__ import annotations
 
+import hashlib
+import json
+import logging
 import math
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -23,12 +26,13 @@ import torch
 from torch.nn import functional as F
 from tqdm import tqdm
 
-from assocmem.io import AssocmemError, atomic_path, write_csv, write_json
+from assocmem.io import AssocmemError, load_torch, rebuild_hint, save_torch, write_csv, write_json
 from assocmem.model import DecoderLM, ModelConfig, flops_per_token
 from assocmem.runtime import resolve_device
-from assocmem.tokenstore import TokenStore
+from assocmem.tokenstore import TokenStore, data_fingerprint
 
 IGNORE = -100
+log = logging.getLogger(__name__)
 Batch = tuple[torch.Tensor, torch.Tensor]
 
 
@@ -117,6 +121,8 @@ class TrainSettings:
     device: str = "auto"
     precision: str = "fp32"
     compile: bool = False
+    early_stopping_patience: int | None = None  # evaluations without improvement before stopping
+    early_stopping_min_delta: float = 0.0  # nats: an improvement smaller than this does not count
 
     @classmethod
     def from_config(cls, cfg: dict[str, Any]) -> TrainSettings:
@@ -141,11 +147,11 @@ def make_optimizer(model: torch.nn.Module, s: TrainSettings, device: torch.devic
     return torch.optim.AdamW(groups, lr=s.lr, betas=(s.beta1, s.beta2), fused=device.type == "cuda")
 
 
-def summed_nll(model: torch.nn.Module, inputs: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, int]:
+def summed_nll(model: torch.nn.Module, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Summed next-token cross-entropy (nats) over the non-padding targets; stays on the device (no host sync)."""
     logits = model(inputs)
-    nll = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1),
-                          ignore_index=IGNORE, reduction="sum")
-    return nll, int((targets != IGNORE).sum())
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1),
+                           ignore_index=IGNORE, reduction="sum")
 
 
 @torch.no_grad()
@@ -155,26 +161,30 @@ def evaluate(model: torch.nn.Module, batches: list[Batch], device: torch.device,
     total, count = 0.0, 0
     for inputs, targets in batches:
         with autocast():
-            nll, n = summed_nll(model, inputs.to(device), targets.to(device))
+            nll = summed_nll(model, inputs.to(device), targets.to(device))
         total += float(nll)
-        count += n
+        count += int((targets != IGNORE).sum())  # counted on the host copy
     model.train(was_training)
     return total / max(count, 1)
 
 
 def measure_peak_flops(device: torch.device, seconds: float = 0.3) -> float:
-    """Achievable dense-matmul FLOP/s on this device (the MFU denominator), measured, not assumed."""
-    size = 4096 if device.type == "cuda" else 512
+    """Achievable dense-matmul FLOP/s on this device (the MFU denominator), measured, not assumed: the best
+    of short bursts, so a burst slowed by another process on a shared machine does not count."""
+    size = 4096 if device.type == "cuda" else 1024  # 512^3 reached ~70% of the 1024^3 rate on CPU
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
     a = torch.randn(size, size, device=device, dtype=dtype)
     b = torch.randn(size, size, device=device, dtype=dtype)
-    reps, start = 0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        a @ b
-        reps += 1
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    return 2.0 * size**3 * reps / (time.perf_counter() - start)
+    a @ b  # warm-up
+    best, start = 0.0, time.perf_counter()
+    while time.perf_counter() - start < seconds or best == 0.0:
+        burst = time.perf_counter()
+        for _ in range(4):
+            a @ b
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        best = max(best, 4 * 2.0 * size**3 / (time.perf_counter() - burst))
+    return best
 
 
 def dist_rank_world() -> tuple[int, int]:
@@ -224,27 +234,52 @@ class RunState:
     metrics: list[dict[str, float]]
     running_loss: float
     running_tokens: int
+    timing: list[dict[str, float]] = field(default_factory=list)
 
 
-def save_checkpoint(path: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
-                    state: RunState) -> None:
+def save_checkpoint(path: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer, state: RunState,
+                    fingerprint: str) -> None:
     payload = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": state.step,
                "metrics": pd.DataFrame(state.metrics).to_dict(orient="list"),
-               "running_loss": state.running_loss, "running_tokens": state.running_tokens}
-    with atomic_path(path) as tmp:
-        torch.save(payload, tmp)
+               "timing": pd.DataFrame(state.timing).to_dict(orient="list"),
+               "running_loss": state.running_loss, "running_tokens": state.running_tokens,
+               "fingerprint": fingerprint}
+    save_torch(path, payload)
 
 
-def load_checkpoint(path: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> RunState:
+def load_checkpoint(path: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+                    fingerprint: str) -> RunState | None:
+    """The run state saved at ``path`` if it was written by this exact job (same fingerprint), else None.
+
+    A checkpoint of another configuration, data or seed, or an unreadable one, is logged and removed: the run
+    starts fresh instead of silently continuing a different model."""
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as err:  # corrupt or truncated file: say which
-        raise AssocmemError(f"cannot read checkpoint {path}: {err}. Delete it to restart the run.") from err
+    except Exception as err:  # noqa: BLE001 - any unreadable checkpoint means: start fresh
+        log.warning("checkpoint %s is unreadable (%s); starting this run from scratch", path, err)
+        path.unlink()
+        return None
+    if payload.get("fingerprint") != fingerprint:
+        log.warning("checkpoint %s was written for another configuration, data or seed (fingerprint %s, this job "
+                    "%s); starting this run from scratch", path, str(payload.get("fingerprint"))[:12],
+                    fingerprint[:12])
+        path.unlink()
+        return None
     model.load_state_dict(payload["model"])
     optimizer.load_state_dict(payload["optimizer"])
-    metrics = pd.DataFrame(payload["metrics"]).to_dict(orient="records")
-    return RunState(int(payload["step"]), metrics, float(payload["running_loss"]),
-                    int(payload["running_tokens"]))
+    return RunState(int(payload["step"]), pd.DataFrame(payload["metrics"]).to_dict(orient="records"),
+                    float(payload["running_loss"]), int(payload["running_tokens"]),
+                    pd.DataFrame(payload["timing"]).to_dict(orient="records"))
+
+
+def early_stop_reached(metrics: list[dict[str, float]], patience: int | None, min_delta: float) -> bool:
+    """True when validation CE has not improved on its best by more than ``min_delta`` for ``patience``
+    consecutive evaluations (None: never stop early)."""
+    if patience is None or len(metrics) <= patience:
+        return False
+    values = [row["val_ce"] for row in metrics]
+    best_before = min(values[:-patience])
+    return min(values[-patience:]) > best_before - min_delta
 
 
 @dataclass
@@ -257,6 +292,7 @@ class TrainJob:
     seed: int
     tokens_per_sequence: float
     summary_extra: dict[str, Any] = field(default_factory=dict)
+    fingerprint: str = ""  # of everything that determines the weights; a checkpoint resumes only on a match
 
     def _autocast(self, device: torch.device) -> Callable[[], Any]:
         if self.settings.precision == "bf16" and device.type == "cuda":
@@ -276,14 +312,14 @@ class TrainJob:
         rank, world = dist_rank_world()
         inputs_all, targets_all = batch
         local = (inputs_all[rank::world], targets_all[rank::world])
-        total = 0.0
+        total = torch.zeros((), dtype=torch.float64, device=device)  # summed on the device: no sync per micro-batch
         for inputs, targets in self._micro_batches(local):
             with autocast():
-                nll, _ = summed_nll(model, inputs.to(device), targets.to(device))
+                nll = summed_nll(model, inputs.to(device, non_blocking=True), targets.to(device, non_blocking=True))
             # DDP averages gradients over ranks; scaling by world makes the result the global token mean
             (nll * world / n_targets).backward()
-            total += float(nll.detach())
-        total = all_reduce_sum(total, device)
+            total += nll.detach()
+        total = all_reduce_sum(float(total), device)  # the step's one host sync (RunState keeps a float)
         if self.settings.grad_clip > 0:
             torch.nn.utils.clip_grad_norm_(model.parameters(), self.settings.grad_clip)
         for group in optimizer.param_groups:
@@ -291,6 +327,11 @@ class TrainJob:
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         return total, n_targets
+
+    def _stopped(self, state: RunState) -> bool:
+        s = self.settings
+        return state.step >= s.max_steps or early_stop_reached(state.metrics, s.early_stopping_patience,
+                                                                 s.early_stopping_min_delta)
 
     def run(self, on_step: Callable[[int], None] | None = None) -> dict[str, Any]:
         s = self.settings
@@ -302,7 +343,7 @@ class TrainJob:
         ckpt_path = self.run_dir / "checkpoint.pt"
         state = RunState(0, [], 0.0, 0)
         if ckpt_path.exists():
-            state = load_checkpoint(ckpt_path, model, optimizer)
+            state = load_checkpoint(ckpt_path, model, optimizer, self.fingerprint) or state
         step_model = wrap_ddp(model, device)
         step_model = torch.compile(step_model) if s.compile else step_model
         autocast = self._autocast(device)
@@ -311,37 +352,42 @@ class TrainJob:
         peak = measure_peak_flops(device)
         model.train()
         clock = time.perf_counter()
-        progress = tqdm(range(state.step, s.max_steps), initial=state.step, total=s.max_steps,
-                        desc=f"train {self.run_dir.name}", mininterval=5, disable=not is_main)
-        for step in progress:
-            loss_sum, n_targets = self._train_step(step_model, optimizer, step, device, autocast)
+        label = f"{self.run_dir.parent.name}/{self.run_dir.name}"  # model/subset
+        progress = tqdm(total=s.max_steps, initial=state.step, desc=f"train {label}", mininterval=5,
+                        disable=not is_main)
+        while not self._stopped(state):
+            loss_sum, n_targets = self._train_step(step_model, optimizer, state.step, device, autocast)
             state.running_loss += loss_sum
             state.running_tokens += n_targets
-            state.step = step + 1
+            state.step += 1
+            progress.update()
             if state.step % s.eval_interval == 0 or state.step == s.max_steps:
                 elapsed = time.perf_counter() - clock
                 row = self._log_row(model, state, device, autocast, elapsed, flops_token, peak)
                 progress.set_postfix(train=f"{row['train_loss']:.3f}", val=f"{row['val_ce']:.3f}")
                 clock = time.perf_counter()
-                if is_main:
-                    write_csv(self.run_dir / "metrics.csv", pd.DataFrame(state.metrics))
-            if is_main and (state.step % s.checkpoint_interval == 0 or state.step == s.max_steps):
-                save_checkpoint(ckpt_path, model, optimizer, state)
+                if is_main:  # for watching a run; metrics.csv itself appears only when the run is complete
+                    write_csv(self.run_dir / "metrics.inprogress.csv", pd.DataFrame(state.metrics))
+            if is_main and (state.step % s.checkpoint_interval == 0 or self._stopped(state)):
+                save_checkpoint(ckpt_path, model, optimizer, state, self.fingerprint)
             if on_step is not None:
                 on_step(state.step)
+        progress.close()
         summary = self._finish(model, state, n_params, peak, device) if is_main else {}
+        if is_main:  # model.pt holds the result; the checkpoint only served a crash
+            ckpt_path.unlink(missing_ok=True)
+            (self.run_dir / "metrics.inprogress.csv").unlink(missing_ok=True)
         finish_distributed()
         return summary
 
     def _log_row(self, model, state: RunState, device, autocast, elapsed: float, flops_token: float,
                  peak: float) -> dict[str, float]:
         tokens = state.running_tokens
-        row: dict[str, float] = {
-            "step": state.step, "lr": lr_at(state.step - 1, self.settings),
-            "train_loss": state.running_loss / max(tokens, 1),
-            "tokens_per_s": tokens / max(elapsed, 1e-9),
-        }
-        row["mfu"] = row["tokens_per_s"] * flops_token / peak
+        row: dict[str, float] = {"step": state.step, "lr": lr_at(state.step - 1, self.settings),
+                                 "train_loss": state.running_loss / max(tokens, 1)}
+        tokens_per_s = tokens / max(elapsed, 1e-9)
+        state.timing.append({"step": state.step, "seconds": elapsed, "tokens_per_s": tokens_per_s,
+                             "mfu": tokens_per_s * flops_token / peak})
         # every rank holds the same weights, so only rank 0 (which writes the metrics) evaluates
         main = dist_rank_world()[0] == 0
         for name, batches in self.eval_sets.items():
@@ -351,25 +397,32 @@ class TrainJob:
         return row
 
     def _finish(self, model: DecoderLM, state: RunState, n_params: int, peak: float, device) -> dict[str, Any]:
-        with atomic_path(self.run_dir / "model.pt") as tmp:
-            torch.save({"model": model.state_dict(), "config": self.model_config.to_dict()}, tmp)
+        save_torch(self.run_dir / "model.pt", {"model": model.state_dict(), "config": self.model_config.to_dict()})
         metrics = pd.DataFrame(state.metrics)
         write_csv(self.run_dir / "metrics.csv", metrics)
-        last = metrics.iloc[-1].to_dict()
+        timing = pd.DataFrame(state.timing)
+        write_csv(self.run_dir / "timing.csv", timing)  # wall-clock numbers live apart from the science
+        write_json(self.run_dir / "timing.json", {"peak_flops_measured": peak, "device": str(device),
+                                                  "seconds": float(timing["seconds"].sum()) if len(timing) else 0.0,
+                                                  "mean_mfu": float(timing["mfu"].mean()) if len(timing) else 0.0})
+        best = int(metrics["val_ce"].idxmin())
         summary = {"n_params": n_params, "steps": state.step, "device": str(device),
-                   "peak_flops_measured": peak, "final": last, "model_config": self.model_config.to_dict(),
-                   **self.summary_extra}
+                   "final": metrics.iloc[-1].to_dict(), "best_val_ce": float(metrics["val_ce"].iloc[best]),
+                   "best_step": int(metrics["step"].iloc[best]), "stopped_early": state.step < self.settings.max_steps,
+                   "model_config": self.model_config.to_dict(), "fingerprint": self.fingerprint, **self.summary_extra}
         write_json(self.run_dir / "summary.json", summary)  # the one writer of summary.json (rank 0 only)
         return summary
 
 
 def load_model(path: Path, device: str | torch.device = "cpu") -> DecoderLM:
-    if not Path(path).exists():
-        raise AssocmemError(f"model file not found: {path}")
-    payload = torch.load(path, map_location=device, weights_only=True)
-    model = DecoderLM(ModelConfig(**payload["config"]))
-    model.load_state_dict(payload["model"])
-    return model.eval()
+    payload = load_torch(path, what="model")
+    try:
+        model = DecoderLM(ModelConfig(**payload["config"]))
+        model.load_state_dict(payload["model"])
+    except (KeyError, TypeError, RuntimeError) as err:
+        raise AssocmemError(f"{path} is not a model saved by `assocmem train` ({err}); "
+                            f"{rebuild_hint(path)}") from err
+    return model.to(device).eval()
 
 
 def model_context(store: TokenStore, train_cfg: dict[str, Any]) -> int:
@@ -403,6 +456,13 @@ def build_job(train_cfg: dict[str, Any], model_spec: dict[str, Any], seed: int, 
         batches = WindowBatches(train, batch, block, seed)
         tokens_per_sequence = float(block)
     subset = {"n_tokens": train.n_tokens, "n_docs": train.n_docs, **train.meta.get("subset", {})}
+    fingerprint = job_fingerprint(model_config, settings, seed, data_fingerprint(train))
     return TrainJob(run_dir=run_dir, model_config=model_config, settings=settings, train_batches=batches,
                     eval_sets=eval_sets, seed=seed, tokens_per_sequence=tokens_per_sequence,
-                    summary_extra={"subset": subset, "loss_tokens": train.loss_tokens})
+                    summary_extra={"subset": subset, "loss_tokens": train.loss_tokens}, fingerprint=fingerprint)
+
+
+def job_fingerprint(model_config: ModelConfig, settings: TrainSettings, seed: int, data: str) -> str:
+    """sha256 of everything that determines a run's weights: model, training settings, seed and data."""
+    spec = {"model": model_config.to_dict(), "train": asdict(settings), "seed": seed, "data": data}
+    return hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()

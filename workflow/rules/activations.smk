@@ -10,22 +10,23 @@ rule activations:
         train_index=P("acts_train_index"),
         heldout_index=P("acts_heldout_index"),
         meta=P("acts_meta"),
-    wildcard_constraints:
-        subset=r"pct[0-9.]+",
-    params:
-        spec=activation_params,
-        store_dir=parent_dir("in.subset"),
-        out_dir=parent_dir("out.meta"),
-    conda:
-        "../envs/assocmem.yaml"
     log:
         log_path("{exp}/activations_{model}_{subset}"),
     benchmark:
         bench_path("{exp}/activations_{model}_{subset}")
+    wildcard_constraints:
+        subset=r"pct[0-9.]+",
+    conda:
+        "../envs/assocmem.yaml"
     threads: THREADS
     resources:
         mem_mb=3000,
         runtime=60,
+        gpu=lambda w: gpus_for(EXPS[w.exp]["activations"]["device"]),
+    params:
+        spec=activation_params,
+        store_dir=parent_dir("in.subset"),
+        out_dir=parent_dir("out.meta"),
     shell:
         "python -m assocmem activations --threads {threads} --params {params.spec:q} --model {input.model}"
         " --store-dir {params.store_dir} --out-dir {params.out_dir} > {log} 2>&1"
@@ -38,24 +39,28 @@ rule pretrained_activations:
     output:
         train=at("acts_train", exp="{exp}", model="{model}", subset=PRETRAINED),
         heldout=at("acts_heldout", exp="{exp}", model="{model}", subset=PRETRAINED),
-        train_index=at("acts_train_index", exp="{exp}", model="{model}", subset=PRETRAINED),
-        heldout_index=at("acts_heldout_index", exp="{exp}", model="{model}", subset=PRETRAINED),
+        train_index=at(
+            "acts_train_index", exp="{exp}", model="{model}", subset=PRETRAINED
+        ),
+        heldout_index=at(
+            "acts_heldout_index", exp="{exp}", model="{model}", subset=PRETRAINED
+        ),
         meta=at("acts_meta", exp="{exp}", model="{model}", subset=PRETRAINED),
-    params:
-        spec=pretrained_params,
-        store_dir=parent_dir("in.store"),
-        out_dir=parent_dir("out.meta"),
-    conda:
-        "../envs/assocmem.yaml"
     log:
         log_path("{exp}/pretrained_activations_{model}"),
     benchmark:
         bench_path("{exp}/pretrained_activations_{model}")
+    conda:
+        "../envs/assocmem.yaml"
     threads: THREADS
     resources:
         mem_mb=16000,
         runtime=240,
-        gpu=1,
+        gpu=lambda w: gpus_for(EXPS[w.exp]["activations"]["device"]),
+    params:
+        spec=pretrained_params,
+        store_dir=parent_dir("in.store"),
+        out_dir=parent_dir("out.meta"),
     shell:
         "python -m assocmem pretrained-activations --threads {threads} --params {params.spec:q}"
         " --store-dir {params.store_dir} --out-dir {params.out_dir} > {log} 2>&1"

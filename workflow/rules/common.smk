@@ -8,7 +8,10 @@ from snakemake.exceptions import WorkflowError
 
 try:
     _validated = validate_config(
-        config, load_schema(Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml")
+        config,
+        load_schema(
+            Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml"
+        ),
     )
 except ConfigError as err:
     raise WorkflowError(str(err)) from None
@@ -21,13 +24,15 @@ THREADS = config["threads_per_job"]
 PRETRAINED = layout.PRETRAINED_SUBSET
 # The package is run from this checkout, so rules work in any environment that has the dependencies
 # (the installed one, or workflow/envs/assocmem.yaml under --use-conda).
-shell.prefix(f"export PYTHONPATH={Path(workflow.basedir) / 'src'}${{{{PYTHONPATH:+:$PYTHONPATH}}}}; ")
-
-
-wildcard_constraints:
-    exp="[A-Za-z0-9_]+",
-    model="[A-Za-z0-9_]+",
-    subset=r"pct[0-9.]+|pretrained",
+shell.prefix(
+    f"export PYTHONPATH={Path(workflow.basedir) / 'src'}${{{{PYTHONPATH:+:$PYTHONPATH}}}}; "
+    # glibc malloc keeps freed tensor memory instead of unmapping and re-faulting it every training step
+    # (benchmarks/README.md); glibc reads this at process start, so it is set here. A user's value wins.
+    f"export GLIBC_TUNABLES=${{{{GLIBC_TUNABLES:-glibc.malloc.mmap_threshold=33554432:"
+    f"glibc.malloc.trim_threshold=1073741824:glibc.malloc.mmap_max=0}}}}; "
+    # torch.compile (train.compile) caches its kernels under the results directory
+    f"export TORCHINDUCTOR_CACHE_DIR=${{{{TORCHINDUCTOR_CACHE_DIR:-{Path(R).resolve() / '.cache' / 'torchinductor'}}}}}; "
+)
 
 
 def P(name):
@@ -42,8 +47,9 @@ def at(name, **fields):
 
 def parent_dir(name):
     """params: the directory of the named input or output (stages take directories)."""
-    return lambda w, input=None, output=None: Path((output if name.startswith("out.") else input)[
-        name.split(".", 1)[1]]).parent
+    return lambda w, input=None, output=None: Path(
+        (output if name.startswith("out.") else input)[name.split(".", 1)[1]]
+    ).parent
 
 
 def log_path(name):
@@ -66,9 +72,21 @@ def subsets_of(exp):
     return {layout.subset_name(f): f for f in EXPS[exp]["subsets"]["fractions"]}
 
 
+def is_sweep(exp):
+    return EXPS[exp].get("sweep") is not None
+
+
+def run_labels(exp):
+    """Trained run names of an experiment: each model, and for a sweep each replicate seed k >= 1 as <model>.s<k>."""
+    seeds = EXPS[exp]["sweep"]["seeds"] if is_sweep(exp) else 1
+    return [
+        layout.replicate_label(m, k) for m in EXPS[exp]["models"] for k in range(seeds)
+    ]
+
+
 def runs():
     """Every (experiment, model, subset) the config asks for; pretrained models have subset 'pretrained'."""
-    trained = [(e, m, s) for e in EXPS for m in EXPS[e]["models"] for s in subsets_of(e)]
+    trained = [(e, m, s) for e in EXPS for m in run_labels(e) for s in subsets_of(e)]
     return trained + [(e, m, PRETRAINED) for e in EXPS for m in EXPS[e]["pretrained"]]
 
 
@@ -76,44 +94,97 @@ def runs():
 
 
 def generate_params(w):
+    from assocmem.io import sha256_file
+    from assocmem.qf.weights import fitted_path
+
     dataset = EXPS[w.exp]["dataset"]
-    spec = {"name": dataset["name"], "source": dataset["source"], "sizes": dataset["sizes"]}
-    if dataset["source"] == "download":  # where to download from matters only when downloading
+    spec = {
+        "name": dataset["name"],
+        "source": dataset["source"],
+        "sizes": dataset["sizes"],
+    }
+    if (
+        dataset["source"] == "download"
+    ):  # where to download from matters only when downloading
         spec["download"] = dataset["download"]
+    else:  # which weights, and for the fitted ones which fit, matter only when generating
+        spec["grammar_weights"] = dataset["grammar_weights"]
+        if (
+            dataset["grammar_weights"] == "fitted"
+        ):  # a refit of the shipped grammar changes the data
+            spec["fitted_grammar_sha256"] = sha256_file(fitted_path())
     return as_json({"dataset": spec, "seed": config["seed"]})
 
 
 def audit_params(w):
+    from assocmem.io import sha256_file
+    from assocmem.qf.weights import fitted_path
+
     dataset = EXPS[w.exp]["dataset"]
-    return as_json({"sizes": dataset["sizes"], "reference_dev": dataset["reference_dev"]})
+    # The fitted grammar supplies the floors (fitted weights, or any downloaded data) and the shipped fidelity
+    # numbers, so its hash is a param; the reference file itself is an input (audit_inputs).
+    return as_json(
+        {
+            "sizes": dataset["sizes"],
+            "source": dataset["source"],
+            "grammar_weights": dataset["grammar_weights"],
+            "fitted_grammar_sha256": sha256_file(fitted_path()),
+            "reference_dev": dataset["reference_dev"],
+        }
+    )
 
 
 def tokenize_params(w):
     dataset = EXPS[w.exp]["dataset"]
     if is_qf(w.exp):  # the raw files are inputs; nothing else changes the store
         return as_json({"dataset": {"name": dataset["name"]}, "seed": config["seed"]})
-    ignored = ("num_proc", "sizes", "download", "reference_dev")  # num_proc: byte-identical output
-    return as_json({"dataset": {k: v for k, v in dataset.items() if k not in ignored}, "seed": config["seed"]})
+    # num_proc gives byte-identical output; the rest only concerns Question-Formation data
+    ignored = ("num_proc", "sizes", "download", "reference_dev", "grammar_weights")
+    return as_json(
+        {
+            "dataset": {k: v for k, v in dataset.items() if k not in ignored},
+            "seed": config["seed"],
+        }
+    )
 
 
 def subset_params(w):
-    return as_json({"fraction": subsets_of(w.exp)[w.subset], "by": EXPS[w.exp]["subsets"]["by"]})
+    return as_json(
+        {"fraction": subsets_of(w.exp)[w.subset], "by": EXPS[w.exp]["subsets"]["by"]}
+    )
 
 
 def train_params(w):
     exp = EXPS[w.exp]
-    return as_json({"model": exp["models"][w.model], "train": exp["train"], "seed": config["seed"]})
+    model, replicate = layout.parse_replicate(w.model)
+    return as_json(
+        {
+            "model": exp["models"][model],
+            "train": exp["train"],
+            "seed": layout.replicate_seed(config["seed"], replicate),
+        }
+    )
 
 
 def activation_params(w):
-    return as_json({"activations": EXPS[w.exp]["activations"], "seed": config["seed"],
-                    "label": f"{w.model}/{w.subset}"})
+    return as_json(
+        {
+            "activations": EXPS[w.exp]["activations"],
+            "seed": config["seed"],
+            "label": f"{w.model}/{w.subset}",
+        }
+    )
 
 
 def pretrained_params(w):
     exp = EXPS[w.exp]
-    return as_json({"pretrained": exp["pretrained"][w.model], "activations": exp["activations"],
-                    "seed": config["seed"]})
+    return as_json(
+        {
+            "pretrained": exp["pretrained"][w.model],
+            "activations": exp["activations"],
+            "seed": config["seed"],
+        }
+    )
 
 
 def neighbour_params(w):
@@ -135,8 +206,20 @@ def tokenize_inputs(w):
     return {"corpus": [str(p) for p in resolve_paths(dataset["paths"])]}
 
 
+def audit_inputs(w):
+    """McCoy's real dev file, when configured, so that editing it reruns the comparison."""
+    reference = EXPS[w.exp]["dataset"]["reference_dev"]
+    return {"reference": reference} if reference else {}
+
+
 def raw_dir_arg(w, input):
     return f"--raw-dir {Path(input.raw[0]).parent}" if "raw" in input.keys() else ""
+
+
+def gpus_for(device):
+    """GPUs a job requests: one when its config says cuda/gpu; 'auto' uses a GPU when the node has one but
+    asks for none (so it also runs on CPU-only nodes)."""
+    return 1 if device in ("cuda", "gpu") else 0
 
 
 def train_launcher(w):
@@ -158,7 +241,11 @@ def data_files(exp):
 
 
 def run_files(exp, model, subset):
-    names = list(layout.ACTIVATION_ARTIFACTS + layout.NEIGHBOUR_ARTIFACTS)
+    names = (
+        []
+        if is_sweep(exp)
+        else list(layout.ACTIVATION_ARTIFACTS + layout.NEIGHBOUR_ARTIFACTS)
+    )
     if subset != PRETRAINED:
         names += layout.RUN_ARTIFACTS
     return [at(name, exp=exp, model=model, subset=subset) for name in names]

@@ -3,19 +3,19 @@ rule generate_data:
     output:
         files=expand(P("raw_file"), split=QF_SPLITS, allow_missing=True),
         manifest=P("raw_manifest"),
-    params:
-        spec=generate_params,
-        out_dir=parent_dir("out.manifest"),
-    conda:
-        "../envs/assocmem.yaml"
     log:
         log_path("{exp}/generate_data"),
     benchmark:
         bench_path("{exp}/generate_data")
+    conda:
+        "../envs/assocmem.yaml"
     threads: 1
     resources:
         mem_mb=2000,
         runtime=30,
+    params:
+        spec=generate_params,
+        out_dir=parent_dir("out.manifest"),
     shell:
         "python -m assocmem generate-data --params {params.spec:q} --out-dir {params.out_dir} > {log} 2>&1"
 
@@ -23,24 +23,25 @@ rule generate_data:
 rule data_audit:
     """Exact Bayes-optimal entropy floor of the data and divergence from McCoy's real dev split."""
     input:
+        unpack(audit_inputs),
         train=at("raw_file", exp="{exp}", split="train"),
         manifest=P("raw_manifest"),
     output:
         floor=P("floor"),
         compare=P("compare"),
-    params:
-        spec=audit_params,
-        raw_dir=parent_dir("in.manifest"),
-    conda:
-        "../envs/assocmem.yaml"
     log:
         log_path("{exp}/data_audit"),
     benchmark:
         bench_path("{exp}/data_audit")
+    conda:
+        "../envs/assocmem.yaml"
     threads: 1
     resources:
         mem_mb=2000,
         runtime=30,
+    params:
+        spec=audit_params,
+        raw_dir=parent_dir("in.manifest"),
     shell:
         "python -m assocmem data-audit --params {params.spec:q} --raw-dir {params.raw_dir}"
         " --floor {output.floor} --compare {output.compare} > {log} 2>&1"

@@ -8,21 +8,21 @@ rule neighbours:
         self_nn=P("nn_self"),
         heldout_nn=P("nn_heldout"),
         summary=P("nn_summary"),
-    params:
-        spec=neighbour_params,
-        act_dir=parent_dir("in.meta"),
-        out_dir=parent_dir("out.summary"),
-    conda:
-        "../envs/assocmem.yaml"
     log:
         log_path("{exp}/neighbours_{model}_{subset}"),
     benchmark:
         bench_path("{exp}/neighbours_{model}_{subset}")
+    conda:
+        "../envs/assocmem.yaml"
     threads: THREADS
     resources:
         mem_mb=3000,
         runtime=60,
-        gpu=0,
+        gpu=lambda w: gpus_for(EXPS[w.exp]["neighbours"]["device"]),
+    params:
+        spec=neighbour_params,
+        act_dir=parent_dir("in.meta"),
+        out_dir=parent_dir("out.summary"),
     shell:
         "python -m assocmem neighbours --threads {threads} --params {params.spec:q} --act-dir {params.act_dir}"
         " --out-dir {params.out_dir} > {log} 2>&1"

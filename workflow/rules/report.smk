@@ -12,20 +12,20 @@ rule report:
             caption="../report/figures.rst",
             category="Figures",
         ),
-    params:
-        spec=as_json({"report": config["report"], "config": config}),
-        results_dir=R,
-        out_dir=parent_dir("out.html"),
-    conda:
-        "../envs/assocmem.yaml"
     log:
         log_path("report"),
     benchmark:
         bench_path("report")
+    conda:
+        "../envs/assocmem.yaml"
     threads: 1
     resources:
         mem_mb=4000,
         runtime=30,
+    params:
+        spec=as_json({"report": config["report"], "config": config}),
+        results_dir=lambda w, output: Path(output.html).parent.parent,
+        out_dir=parent_dir("out.html"),
     shell:
         "python -m assocmem report --params {params.spec:q} --results-dir {params.results_dir}"
         " --out-dir {params.out_dir} > {log} 2>&1"

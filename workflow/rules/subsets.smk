@@ -4,20 +4,20 @@ rule subsets:
         P("tokens_meta"),
     output:
         P("subset_meta"),
-    params:
-        spec=subset_params,
-        store_dir=lambda w, input: Path(input[0]).parent,
-        out_dir=lambda w, output: Path(output[0]).parent,
-    conda:
-        "../envs/assocmem.yaml"
     log:
         log_path("{exp}/subsets_{subset}"),
     benchmark:
         bench_path("{exp}/subsets_{subset}")
+    conda:
+        "../envs/assocmem.yaml"
     threads: 1
     resources:
         mem_mb=1000,
         runtime=10,
+    params:
+        spec=subset_params,
+        store_dir=lambda w, input: Path(input[0]).parent,
+        out_dir=lambda w, output: Path(output[0]).parent,
     shell:
         "python -m assocmem subsets --params {params.spec:q} --store-dir {params.store_dir}"
         " --out-dir {params.out_dir} > {log} 2>&1"

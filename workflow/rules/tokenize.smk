@@ -6,20 +6,20 @@ rule tokenize:
     output:
         meta=P("tokens_meta"),
         source=P("tokens_source"),
-    params:
-        spec=tokenize_params,
-        raw_dir=raw_dir_arg,
-        out_dir=parent_dir("out.meta"),
-    conda:
-        "../envs/assocmem.yaml"
     log:
         log_path("{exp}/tokenize"),
     benchmark:
         bench_path("{exp}/tokenize")
+    conda:
+        "../envs/assocmem.yaml"
     threads: lambda w: 1 if is_qf(w.exp) else EXPS[w.exp]["dataset"]["num_proc"]
     resources:
         mem_mb=lambda w: 2000 if is_qf(w.exp) else 8000,
         runtime=lambda w: 30 if is_qf(w.exp) else 720,
+    params:
+        spec=tokenize_params,
+        raw_dir=raw_dir_arg,
+        out_dir=parent_dir("out.meta"),
     shell:
         "python -m assocmem tokenize --threads {threads} --params {params.spec:q} --out-dir {params.out_dir}"
         " {params.raw_dir} > {log} 2>&1"

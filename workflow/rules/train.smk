@@ -7,24 +7,24 @@ rule train:
         model=P("model"),
         metrics=P("metrics"),
         summary=P("summary"),
-    wildcard_constraints:
-        subset=r"pct[0-9.]+",
-    params:
-        spec=train_params,
-        store_dir=parent_dir("in.subset"),
-        run_dir=parent_dir("out.model"),
-        launcher=train_launcher,
-    conda:
-        "../envs/assocmem.yaml"
     log:
         log_path("{exp}/train_{model}_{subset}"),
     benchmark:
         bench_path("{exp}/train_{model}_{subset}")
+    wildcard_constraints:
+        subset=r"pct[0-9.]+",
+    conda:
+        "../envs/assocmem.yaml"
     threads: THREADS
     resources:
         mem_mb=lambda w: 3000 if is_qf(w.exp) else 16000,
         runtime=lambda w: 240 if is_qf(w.exp) else 2880,
         gpu=lambda w: EXPS[w.exp]["train"]["gpus"],
+    params:
+        spec=train_params,
+        store_dir=parent_dir("in.subset"),
+        run_dir=parent_dir("out.model"),
+        launcher=train_launcher,
     shell:
         "{params.launcher} -m assocmem train --threads {threads} --params {params.spec:q}"
         " --store-dir {params.store_dir} --run-dir {params.run_dir} > {log} 2>&1"

@@ -17,6 +17,7 @@ builder. Without ``data_files`` the repository is loaded with ``load_dataset(nam
 
 from __future__ import annotations
 
+import codecs
 import glob
 import hashlib
 import math
@@ -96,6 +97,9 @@ def _load_local(spec: dict[str, Any], source: str) -> datasets.Dataset:
     import datasets
 
     files = [str(path) for path in resolve_paths(spec.get("paths") or [])]
+    if source in ("text", "jsonl"):
+        for path in files:
+            check_text_file(Path(path))
     options: dict[str, Any] = {}
     if source == "text":
         options["sample_by"] = spec.get("sample_by", "paragraph")
@@ -108,6 +112,26 @@ def _load_local(spec: dict[str, Any], source: str) -> datasets.Dataset:
         raise AssocmemError(
             f"could not read {source} corpus files {files}: {type(err).__name__}: {err}"
         ) from err
+
+
+def check_text_file(path: Path, chunk: int = 1 << 20) -> None:
+    """A local text/jsonl corpus file must be non-empty UTF-8 (checked incrementally, memory bounded)."""
+    if path.stat().st_size == 0:
+        raise AssocmemError(f"corpus file {path} is empty: remove it from dataset.paths or fill it")
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    offset = 0
+    with open(path, "rb") as handle:
+        while block := handle.read(chunk):
+            try:
+                decoder.decode(block)
+            except UnicodeDecodeError as err:
+                raise AssocmemError(f"corpus file {path} is not UTF-8 text (byte {offset + err.start}: "
+                                    f"{err.reason}); convert it to UTF-8 or remove it from dataset.paths") from err
+            offset += len(block)
+    try:
+        decoder.decode(b"", final=True)
+    except UnicodeDecodeError as err:
+        raise AssocmemError(f"corpus file {path} ends inside a UTF-8 character: it is truncated") from err
 
 
 def _load_hf(spec: dict[str, Any]) -> datasets.Dataset:

@@ -5,11 +5,16 @@ histograms with their total-variation distance (TVD), the rates of subject RC / 
 verbs, object RC / PP, relative-clause kinds, a chi-square test of the reference's sentence frames against
 the generated frequencies, duplicates, overlap, repeated nouns, and word uniformity within preterminals.
 
-Sampling-noise yardstick: a TVD between a reference of n lines and a generator is positive even when
-they share one distribution. ``noise`` draws ``n_boot`` subsamples of n lines from ``generated`` and
-reports the TVD of each to the whole generated set (``vs_generated``: the null for the observed TVD when
-``generated`` is large) and between two disjoint subsamples (``pair``). Pass a large generated split
-(e.g. train) as ``generated`` for a sharp comparison.
+:func:`fidelity_rows` is the fidelity measure the report shows: TV distance of the (task, template),
+sentence-length and task distributions, each beside its noise floor (mean TV between two independent
+samples of the generated and the reference sizes drawn from one distribution), with TV <= 1.5 x noise
+floor as the goal. :mod:`assocmem.qf.fit` applies it to held-out halves of McCoy's files.
+
+Sampling-noise yardstick of :func:`compare_splits`: a TVD between a reference of n lines and a generator
+is positive even when they share one distribution. ``noise`` draws ``n_boot`` subsamples of n lines from
+``generated`` and reports the TVD of each to the whole generated set (``vs_generated``: the null for the
+observed TVD when ``generated`` is large) and between two disjoint subsamples (``pair``). Pass a large
+generated split (e.g. train) as ``generated`` for a sharp comparison.
 """
 
 from __future__ import annotations
@@ -209,6 +214,116 @@ def compare_splits(generated: list[QFExample], reference: list[QFExample], *, n_
         "duplicates": {"generated": _duplicates(generated), "reference": _duplicates(reference)},
         "reference_sentences_in_generated": sum(e.words in generated_sentences for e in reference),
     }
+
+
+FIDELITY_MEASURES = {
+    "template": "(task, POS template)",
+    "length": "sentence length",
+    "task": "quest/decl split",
+}
+
+
+def _fidelity_key(measure: str, example: QFExample, template: Template | None) -> Hashable:
+    if measure == "task":
+        return example.task
+    if template is None:
+        return "unparsable"
+    return (example.task, template.symbols) if measure == "template" else template.n_words
+
+
+def count_tv(a: np.ndarray, b: np.ndarray) -> float:
+    """TV distance between two histograms given as counts over the same categories."""
+    return 0.5 * float(np.abs(a / a.sum() - b / b.sum()).sum())
+
+
+def noise_draws(gen_counts: np.ndarray, n_ref: int, n_boot: int, rng: np.random.Generator) -> np.ndarray:
+    """TV between two independent samples, of the reference's and the generated set's sizes, drawn from the
+    generated frequencies: what sampling noise alone gives when both sides share one distribution."""
+    p = gen_counts / gen_counts.sum()
+    first = rng.multinomial(n_ref, p, size=n_boot)
+    second = rng.multinomial(int(gen_counts.sum()), p, size=n_boot)
+    return np.array([count_tv(a, b) for a, b in zip(first, second, strict=True)])
+
+
+def fidelity_row(measure: str, gen_counts: np.ndarray, ref_counts: np.ndarray, *, n_boot: int,
+                 rng: np.random.Generator, threshold: float) -> dict:
+    """One measure's TV beside its noise floor; passes when TV <= threshold x noise floor (the null's mean)."""
+    distance = count_tv(ref_counts, gen_counts)
+    noise = noise_draws(gen_counts, int(ref_counts.sum()), n_boot, rng)
+    floor = float(noise.mean())
+    ratio = distance / floor if floor > 0 else (0.0 if distance == 0 else None)  # one category: no noise
+    return {"measure": measure, "label": FIDELITY_MEASURES[measure], "tv": distance, "noise_floor": floor,
+            "noise_q95": float(np.quantile(noise, 0.95)), "ratio": ratio, "threshold": threshold,
+            "passes": bool(distance <= threshold * floor),
+            "null_pass_rate": float((noise <= threshold * floor).mean()),
+            "n_generated": int(gen_counts.sum()), "n_reference": int(ref_counts.sum()),
+            "categories": int(np.count_nonzero(gen_counts + ref_counts))}
+
+
+def fidelity_rows(generated: Sequence[QFExample], reference: Sequence[QFExample], *, n_boot: int = 200,
+                  seed: int = 0, threshold: float = 1.5) -> list[dict]:
+    """TV distance of (task, template), length and task distributions, each beside its noise floor.
+
+    A row passes when TV <= ``threshold`` x the noise floor (mean TV of two same-sized samples of one
+    distribution, :func:`noise_draws`); ``noise_q95`` is that null's 95th percentile, and
+    ``null_pass_rate`` the share of null draws that would pass (the check's pass rate for a generator that
+    matches the reference exactly and is known without estimation error). Reference categories the
+    generated set never produces keep their reference mass in the TV.
+    """
+    rng = np.random.default_rng(seed)
+    gen_templates = [template_of(e.words) for e in generated]
+    ref_templates = [template_of(e.words) for e in reference]
+    rows = []
+    for measure in FIDELITY_MEASURES:
+        gen_keys = [_fidelity_key(measure, e, t) for e, t in zip(generated, gen_templates, strict=True)]
+        ref_keys = [_fidelity_key(measure, e, t) for e, t in zip(reference, ref_templates, strict=True)]
+        index = {k: i for i, k in enumerate(dict.fromkeys(gen_keys + ref_keys))}
+        gen_counts = np.bincount([index[k] for k in gen_keys], minlength=len(index)).astype(float)
+        ref_counts = np.bincount([index[k] for k in ref_keys], minlength=len(index)).astype(float)
+        rows.append(fidelity_row(measure, gen_counts, ref_counts, n_boot=n_boot, rng=rng, threshold=threshold))
+    return rows
+
+
+# --- report tables ---------------------------------------------------------------------------------------
+
+FIDELITY_TABLE_HEADER = ["data", "fold", "distribution", "TV ours vs McCoy", "noise floor", "TV / noise floor",
+                         "TV <= 1.5 x noise"]
+RATE_TABLE_HEADER = ["rate", "ours", "McCoy (configured reference)", "binomial p"]
+
+
+def _fidelity_table_rows(label: str, fold: str, rows: list[dict]) -> list[list]:
+    # A one-category measure (gen's task split: all questions) has nothing to compare.
+    return [[label, fold.replace("_", " "), row["label"], row["tv"], row["noise_floor"], row["ratio"],
+             "PASS" if row["passes"] else "FAIL"] for row in rows if row["categories"] > 1]
+
+
+def _heldout_table_rows(label: str, fidelity: dict) -> list[list]:
+    return [r for fold, result in fidelity["folds"].items() for r in _fidelity_table_rows(label, fold, result["rows"])]
+
+
+def fidelity_table(audit: dict) -> list[list]:
+    """Rows of the report's fidelity table from the data_audit's compare.json (see qf.fit.audit_reference):
+    held-out on the configured reference (else the shipped fit-time numbers), the gen table's held-out
+    check, and the direct comparison with a configured reference (flagged when it is in-sample)."""
+    shipped = audit["shipped_fit"]
+    if audit.get("heldout"):
+        rows = _heldout_table_rows("configured reference, held-out halves", audit["heldout"])
+    else:
+        rows = _heldout_table_rows(f"McCoy dev (shipped, fit {shipped['date']})", shipped["heldout_fidelity"])
+    rows += _heldout_table_rows(f"McCoy gen (shipped, fit {shipped['date']})", shipped["gen_heldout_fidelity"])
+    if audit.get("direct_fidelity"):
+        label = "configured reference, all lines" + (" (IN-SAMPLE: the fit used it)" if audit["in_sample"] else "")
+        rows += _fidelity_table_rows(label, "our_train_split", audit["direct_fidelity"])
+    return rows
+
+
+def rate_table(audit: dict) -> list[list]:
+    """Task fraction and structural rates, ours against the configured reference."""
+    task = audit["task_fraction"]
+    ours, theirs = audit["rates"]["generated"], audit["rates"]["reference"]
+    rows = [["decl fraction", task["generated"]["decl"], task["reference"]["decl"], task["binomial_p"]]]
+    return rows + [[name, ours[name], theirs[name], ""] for name in ("intransitive", "subject_rc", "subject_pp",
+                                                                      "repeated_noun") if name in ours]
 
 
 def compare_with_reference(train_file: Path, reference: str | None) -> dict:

@@ -2,58 +2,42 @@
 
 Format (McCoy et al. 2020): one example per line, ``<words> . <decl|quest><TAB><output words>``. A ``decl``
 output repeats the sentence (ending in "."); a ``quest`` output moves the main-clause auxiliary to the front
-and ends in "?". Sentences come from the embedded PCFG (:mod:`assocmem.qf.grammar`).
+and ends in "?". Sentences come from McCoy's ``question.gr`` (:mod:`assocmem.qf.grammar`) with either the
+rule probabilities fitted to McCoy's released files (``weights="fitted"``, the default; shipped with the
+package, see :mod:`assocmem.qf.fit` for the evidence and :mod:`assocmem.qf.weights` for the model) or the
+printed weights (``weights="published"``, byte-identical to the generator before the fit).
 
-Generation procedure. Each rule below is backed by McCoy's released files (numbers from
-``compare.py`` and the analysis behind it; our generator at default sizes, seed 1, vs McCoy's dev):
+Generation procedure (each step backed by McCoy's files or his processing script, whose descendant is
+sebschu/multilingual-transformations question_corpus_proc.py):
 
-1. Stream sentences from the PCFG (top-down, rule weights relative within a left-hand side).
-2. Dedupe on the sentence: a sentence already drawn is skipped, whatever its task. Evidence: McCoy's dev
-   has 0 repeated sentences in 1,000 lines where our sampler without dedupe expects 7.1 repeated pairs
-   (Poisson P(0) = 8e-4), and the processing script descended from McCoy's (sebschu/multilingual-
-   transformations, question_corpus_proc.py, whose gen filter in step 4 reproduces McCoy's gen file)
-   keeps a ``used_dict`` of sentences and cuts train/dev/test from one shuffled pool. The dev file
-   alone cannot settle this, because under its own (short-sentence-poor) template mix repeats are rare.
-   Consequences: train/dev/test/gen are pairwise disjoint, and each of the 2,808 four-word sentences
-   ("the yak doesn't swim .") appears at most once across all splits. Without dedupe a 100k train split
-   would hold each of them about 6 times, and dev/test would mostly repeat train.
-3. Task: one fair coin per new sentence (P(quest) = 0.5), tossed *before* routing. McCoy's dev has 594
-   decl / 406 quest. Coin-then-withhold predicts 0.600 decl without dedupe (binomial p = 0.70) and 0.621
-   with it (p = 0.08). A 50/50 split after withholding is rejected (p = 3e-9).
-4. Routing: a ``quest`` whose main-clause subject has a relative clause is withheld from train/dev/test.
-   None of McCoy's 406 dev questions has one; 135 would be expected without the rule. Such an example
-   goes to ``gen`` only if it has exactly two auxiliaries, of the same number and opposite polarity
-   (does/doesn't, do/don't), so that move-first and move-main give different first words. All 83 lines
-   read from McCoy's data/question_bracket.gen (the indexed copy at commit 621dc29, same sentences as
-   question.gen plus brackets) pass this filter. None has a third auxiliary, i.e. an object RC, where 13.8
-   would be expected without the filter (P = (5/6)^83 = 3e-7), and all have opposite polarity (P <= 2^-83
-   by chance). The same 83 lines fit the grammar otherwise: 50 intransitive main verbs (49.8 expected),
-   10 object-relative subject RCs (16.6 expected, p = 0.07). Everything else goes to the iid pool until
-   it holds n_train + n_dev + n_test lines, and the stream runs until both pools are full.
-5. The iid pool is shuffled and cut into train, dev and test; gen is shuffled.
+1. Stream sentences: a template by its probability, then each preterminal's word uniformly.
+2. Dedupe on the sentence: a sentence drawn before is skipped, whatever its task (the script's
+   ``used_dict``). Train/dev/test/gen are pairwise disjoint and each of the 2,808 four-word sentences
+   appears at most once across all splits.
+3. Task: one fair coin per new sentence (P(quest) = 0.5), tossed before routing. McCoy's dev: its 806
+   lines without a subject RC are 0.496 decl; coin-then-withhold predicts 0.597 decl overall under the
+   fitted subject-RC share (observed 0.594).
+4. Routing: a question whose main-clause subject has a relative clause never enters train/dev/test (none
+   of McCoy's 406 dev questions has one). The iid pool takes everything else until it holds
+   n_train + n_dev + n_test lines, and is shuffled and cut into train, dev and test.
+5. gen holds subject-RC questions with exactly two auxiliaries of the same number and opposite polarity
+   (all 10,000 lines of McCoy's gen do), under McCoy's quota: n - n//3 subject-relative (SRC) and n//3
+   object-relative (ORC) lines, filled in stream order (the script's ``count_src <= 6666`` and
+   ``count_orc <= 3333``; McCoy's gen holds exactly 6,667 SRC and 3,333 ORC lines and ends with 1,697
+   ORC-only lines, written after the SRC quota filled). With fitted weights gen has its own stream and
+   rule table and keeps stream order, as McCoy's file does; with published weights gen takes the
+   subject-RC questions of the iid stream (steps 1-4) without a quota and is shuffled, as before.
 
-Checked and *not* adopted (the data give no evidence against the grammar here):
-- Repeated nouns are allowed: 82 dev sentences repeat a noun word, 97.8 expected from their templates
-  (p = 0.10).
-- Words are uniform within every preterminal (chi-square p >= 0.12 for all nine classes).
-- decl sentences do carry subject RCs (194/594; 1/3 expected) and subject PPs.
-
-Known divergence we do not model, because nothing we found explains it: McCoy's iid lines are not a
-sample of question.gr, even after dedupe.
-- Intransitive main verbs are rare: 98/1000, against 389 expected from this generator.
-- Subject type and verb-phrase type are dependent (chi-square independence test on the decl lines,
-  p = 7e-12). No PCFG with this rule structure, whatever its weights, can produce that.
-- Frame chi-square against this generator: 641 on 19 df. Template TVD 0.41 against a sampling-noise
-  level of 0.16 (q95 0.18). Length TVD 0.25 against a noise level of 0.03.
-The gen file, by contrast, matches the grammar. Reweighting 272 templates to fit 1,000 lines would be
-overfitting, so the generator follows the published grammar and ``compare.py`` reports the gap.
+Checked and not adopted: repeated nouns are allowed (82 dev sentences repeat a noun, 97.8 expected) and
+words are uniform within every preterminal (chi-square p >= 0.12 for all nine classes).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -64,8 +48,9 @@ from assocmem.qf.grammar import (
     question_lexicon,
     question_templates,
 )
+from assocmem.qf.weights import QFDistribution, distribution, fitted_path, gen_quota_sizes, rc_group
 
-GENERATOR_VERSION = "qf-1.0"
+GENERATOR_VERSION = "qf-2.0"
 TASKS = ("decl", "quest")
 P_QUEST = 0.5
 SPLITS = ("train", "dev", "test", "gen")
@@ -128,10 +113,10 @@ def format_line(words: tuple[str, ...], task: str, target: tuple[str, ...]) -> s
 
 
 class TemplateSampler:
-    """Draws sentences of the embedded PCFG: a template by its probability, then uniform words."""
+    """Draws sentences: a template by its probability, then every preterminal's word uniformly."""
 
-    def __init__(self) -> None:
-        self.templates = question_templates()
+    def __init__(self, templates: tuple[Template, ...] | None = None) -> None:
+        self.templates = question_templates() if templates is None else templates
         probs = np.array([t.prob for t in self.templates])
         self.probs = probs / probs.sum()
         words = question_lexicon().words
@@ -161,55 +146,117 @@ class _Pools:
     iid: list[str]
     gen: list[str]
     draws: int
+    seen: set[tuple[str, ...]] = field(default_factory=set)
+    gen_groups: Counter = field(default_factory=Counter)
 
 
-def _stream(rng: np.random.Generator, n_iid: int, n_gen: int, dedupe: bool) -> _Pools:
-    """Fill the iid and gen pools from one sentence stream (steps 1-4 of the module docstring)."""
-    sampler = TemplateSampler()
-    pools = _Pools([], [], 0)
-    seen: set[tuple[str, ...]] = set()
-    max_draws = 200 * (n_iid + n_gen) + 1_000_000
-    while len(pools.iid) < n_iid or len(pools.gen) < n_gen:
+# route(pools, template, words, task) files one drawn sentence; done(pools) says the stream may stop.
+Route = Callable[[_Pools, Template, tuple[str, ...], str], None]
+
+
+def _run_stream(rng: np.random.Generator, sampler: TemplateSampler, pools: _Pools, dedupe: bool, route: Route,
+                done: Callable[[_Pools], bool], max_draws: int) -> None:
+    """Draw sentences (with their task coin) until ``done``; a sentence drawn before is skipped if ``dedupe``."""
+    while not done(pools):
         if pools.draws > max_draws:
             raise AssocmemError(
-                f"question formation: could not fill iid={n_iid}, gen={n_gen} distinct examples in "
-                f"{pools.draws} draws (got {len(pools.iid)}, {len(pools.gen)}); lower the split sizes"
+                f"question formation: could not fill the splits with distinct examples in {pools.draws} draws "
+                f"(iid {len(pools.iid)}, gen {len(pools.gen)} lines so far); lower the split sizes"
             )
         template_ids, sentences = sampler.sample(rng, _BATCH)
         quest_coins = rng.random(_BATCH) < P_QUEST
         for k, words, quest in zip(template_ids, sentences, quest_coins, strict=True):
             pools.draws += 1
             if dedupe:
-                if words in seen:
+                if words in pools.seen:
                     continue
-                seen.add(words)
-            _route(pools, sampler.templates[k], words, "quest" if quest else "decl", n_iid, n_gen)
-            if len(pools.iid) >= n_iid and len(pools.gen) >= n_gen:
+                pools.seen.add(words)
+            route(pools, sampler.templates[k], words, "quest" if quest else "decl")
+            if done(pools):
                 break
+
+
+def _line(words: tuple[str, ...], task: str, template: Template) -> str:
+    return format_line(words, task, target_words(words, task, template))
+
+
+def _published_streams(rng: np.random.Generator, dist: QFDistribution, n_iid: int, n_gen: int,
+                       dedupe: bool) -> _Pools:
+    """One stream fills both pools: subject-RC questions go to gen (steps 1-4 of the module docstring)."""
+    def route(pools: _Pools, template: Template, words: tuple[str, ...], task: str) -> None:
+        if task == "quest" and template.subject_rc:
+            if len(pools.gen) < n_gen and passes_gen_filter(words, template):
+                pools.gen.append(_line(words, task, template))
+        elif len(pools.iid) < n_iid:
+            pools.iid.append(_line(words, task, template))
+
+    pools = _Pools([], [], 0)
+    _run_stream(rng, TemplateSampler(dist.iid), pools, dedupe, route,
+                lambda p: len(p.iid) >= n_iid and len(p.gen) >= n_gen, _max_draws(n_iid + n_gen))
     return pools
 
 
-def _route(pools: _Pools, template: Template, words: tuple[str, ...], task: str, n_iid: int,
-           n_gen: int) -> None:
-    if task == "quest" and template.subject_rc:
-        if len(pools.gen) < n_gen and passes_gen_filter(words, template):
-            pools.gen.append(format_line(words, task, target_words(words, task, template)))
-    elif len(pools.iid) < n_iid:
-        pools.iid.append(format_line(words, task, target_words(words, task, template)))
+def _fitted_streams(rng: np.random.Generator, dist: QFDistribution, n_iid: int, n_gen: int,
+                    dedupe: bool) -> _Pools:
+    """The iid stream fills train/dev/test (subject-RC questions are dropped); the gen stream fills gen under
+    the SRC:ORC quota. One dedupe set spans both streams, so all splits stay disjoint."""
+    quota = gen_quota_sizes(n_gen) if dist.gen_quota else {"SRC": n_gen, "ORC": n_gen}
+    _check_gen_support(dist, quota)
+
+    def route_iid(pools: _Pools, template: Template, words: tuple[str, ...], task: str) -> None:
+        if not (task == "quest" and template.subject_rc) and len(pools.iid) < n_iid:
+            pools.iid.append(_line(words, task, template))
+
+    def route_gen(pools: _Pools, template: Template, words: tuple[str, ...], _task: str) -> None:
+        group = rc_group(template)
+        if pools.gen_groups[group] < quota[group] and len(pools.gen) < n_gen and passes_gen_filter(words, template):
+            pools.gen.append(_line(words, "quest", template))
+            pools.gen_groups[group] += 1
+
+    pools = _Pools([], [], 0)
+    _run_stream(rng, TemplateSampler(dist.iid), pools, dedupe, route_iid, lambda p: len(p.iid) >= n_iid,
+                _max_draws(n_iid))
+    if n_gen:
+        _run_stream(rng, TemplateSampler(dist.gen), pools, dedupe, route_gen, lambda p: len(p.gen) >= n_gen,
+                    pools.draws + _max_draws(n_gen))
+    return pools
+
+
+def _check_gen_support(dist: QFDistribution, quota: dict[str, int]) -> None:
+    if dist.gen is None:
+        raise AssocmemError(f"{dist.name} grammar has no gen distribution")
+    for group, size in quota.items():
+        mass = sum(t.prob for t in dist.gen if rc_group(t) == group and t.subject_rc)
+        if size > 0 and mass <= 0:
+            raise AssocmemError(f"{dist.name} grammar gives no probability to {group} gen examples; set n_gen to 0 "
+                                "or use dataset.grammar_weights: published")
+
+
+def _max_draws(n_lines: int) -> int:
+    return 200 * n_lines + 1_000_000
 
 
 def generate_splits(*, n_train: int = DEFAULT_SIZES["train"], n_dev: int = DEFAULT_SIZES["dev"],
                     n_test: int = DEFAULT_SIZES["test"], n_gen: int = DEFAULT_SIZES["gen"], seed: int = 0,
-                    dedupe: bool = True) -> tuple[dict[str, list[str]], int]:
-    """Lines of every split (each ending in a newline) and the number of sentences drawn."""
+                    dedupe: bool = True, weights: str | QFDistribution = "fitted",
+                    ) -> tuple[dict[str, list[str]], int]:
+    """Lines of every split (each ending in a newline) and the number of sentences drawn.
+
+    ``weights``: ``fitted`` (the shipped fit to McCoy's files), ``published`` (question.gr as printed), or
+    a :class:`QFDistribution`.
+    """
     sizes = {"train": n_train, "dev": n_dev, "test": n_test, "gen": n_gen}
     for split, size in sizes.items():
         if size < 0:
             raise AssocmemError(f"question formation: n_{split} must be >= 0, got {size}")
+    dist = distribution(weights)
     rng = np.random.default_rng(seed)
-    pools = _stream(rng, n_train + n_dev + n_test, n_gen, dedupe)
+    streams = _published_streams if dist.gen is None else _fitted_streams
+    pools = streams(rng, dist, n_train + n_dev + n_test, n_gen, dedupe)
     iid = [pools.iid[i] for i in rng.permutation(len(pools.iid))]
-    gen = [pools.gen[i] for i in rng.permutation(len(pools.gen))]
+    # McCoy's gen file is in generation order (its tail is all ORC, see qf.fit.quota_prefix); the published
+    # mode keeps its historical shuffle.
+    gen = pools.gen if dist.gen_quota else [pools.gen[i] for i in rng.permutation(len(pools.gen))]
     splits = {
         "train": iid[:n_train],
         "dev": iid[n_train : n_train + n_dev],
@@ -221,14 +268,16 @@ def generate_splits(*, n_train: int = DEFAULT_SIZES["train"], n_dev: int = DEFAU
 
 def generate_qf(out_dir: str | os.PathLike[str], *, n_train: int = DEFAULT_SIZES["train"],
                 n_dev: int = DEFAULT_SIZES["dev"], n_test: int = DEFAULT_SIZES["test"],
-                n_gen: int = DEFAULT_SIZES["gen"], seed: int = 0, dedupe: bool = True) -> dict:
+                n_gen: int = DEFAULT_SIZES["gen"], seed: int = 0, dedupe: bool = True,
+                weights: str = "fitted") -> dict:
     """Write ``question.{train,dev,test,gen}`` under ``out_dir`` atomically; return a manifest.
 
-    The manifest holds the generator version, seed, dedupe flag, sentences drawn, and per split the
-    file name, line count and sha256. The same arguments give byte-identical files.
+    The manifest holds the generator version, the grammar weights (with the fitted file's sha256), seed,
+    dedupe flag, sentences drawn, and per split the file name, line count and sha256. The same arguments
+    give byte-identical files.
     """
     splits, draws = generate_splits(n_train=n_train, n_dev=n_dev, n_test=n_test, n_gen=n_gen, seed=seed,
-                                    dedupe=dedupe)
+                                    dedupe=dedupe, weights=weights)
     out = Path(out_dir)
     files = {}
     for split in SPLITS:
@@ -238,6 +287,8 @@ def generate_qf(out_dir: str | os.PathLike[str], *, n_train: int = DEFAULT_SIZES
     return {
         "dataset": "question_formation",
         "generator_version": GENERATOR_VERSION,
+        "grammar_weights": weights,
+        "fitted_grammar_sha256": sha256_file(fitted_path()) if weights == "fitted" else None,
         "seed": int(seed),
         "dedupe": bool(dedupe),
         "p_quest": P_QUEST,
@@ -267,8 +318,12 @@ def iter_qf(path: str | os.PathLike[str]) -> Iterator[QFExample]:
     path = Path(path)
     if not path.is_file():
         raise AssocmemError(f"missing question-formation file: {path}")
-    with open(path, encoding="utf-8") as handle:
-        lines = handle.read().split("\n")
+    try:
+        with open(path, encoding="utf-8") as handle:
+            lines = handle.read().split("\n")
+    except UnicodeDecodeError as err:
+        raise AssocmemError(f"{path}: not UTF-8 text (byte {err.start}: {err.reason}); is it a binary or "
+                            "corrupted file? Regenerate or re-download it (delete it and rerun snakemake)") from err
     if lines and lines[-1] == "":
         lines.pop()
     if not lines:

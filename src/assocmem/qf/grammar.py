@@ -267,11 +267,12 @@ def _leaves(node: Node) -> list[str]:
     return [leaf for child in node.children for leaf in _leaves(child)]
 
 
-def _find(node: Node, prefix: str) -> Node | None:
+def find_node(node: Node, prefix: str) -> Node | None:
+    """The first node (depth-first, left to right) whose symbol starts with ``prefix``."""
     if node.symbol.startswith(prefix):
         return node
     for child in node.children:
-        found = _find(child, prefix)
+        found = find_node(child, prefix)
         if found is not None:
             return found
     return None
@@ -314,8 +315,8 @@ def _main_aux_index(tree: Node) -> int:
 
 def _template(tree: Node, prob: float, lexicon: Lexicon) -> Template:
     symbols = tuple(_leaves(tree))
-    subject = _find(tree, SUBJECT_PREFIX)
-    obj = _find(tree, OBJECT_SYMBOL)
+    subject = find_node(tree, SUBJECT_PREFIX)
+    obj = find_node(tree, OBJECT_SYMBOL)
     subject_rc = _child(subject, RC_PREFIX)
     return Template(
         symbols=symbols,
@@ -373,6 +374,19 @@ def question_lexicon() -> Lexicon:
 def question_template_index() -> dict[tuple[str, ...], int]:
     """Template symbols -> position in :func:`question_templates`."""
     return {t.symbols: i for i, t in enumerate(question_templates())}
+
+
+@cache
+def _question_trees() -> dict[tuple[str, ...], Node]:
+    lexicon = question_lexicon()
+    trees = _derivations(START_SYMBOL, _rules_by_lhs(QUESTION_GRAMMAR), set(lexicon.words))
+    return {tuple(_leaves(tree)): tree for tree, _ in trees}
+
+
+def derivation_tree_of(symbols: tuple[str, ...]) -> Node:
+    """The one derivation tree of a template (by its symbols) of the embedded grammar (unique: see
+    enumerate_templates)."""
+    return _question_trees()[symbols]
 
 
 def template_of(words: list[str] | tuple[str, ...]) -> Template | None:

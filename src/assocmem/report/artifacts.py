@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from assocmem import layout
-from assocmem.io import AssocmemError, read_json
+from assocmem.io import load_npy, read_json, read_table
 
 
 @dataclass
@@ -39,7 +39,21 @@ class Run:
 
     def activations(self, split: str) -> np.ndarray:
         """(n_layers, n_chunks, d) float32 memmap; split is 'train' or 'heldout'."""
-        return np.load(self.act_dir / f"{split}.npy", mmap_mode="r")
+        meta = self.act_meta
+        return load_npy(self.act_dir / f"{split}.npy", dtype="float32",
+                        shape=(len(meta["layers"]), meta["splits"][split]["n_chunks"], meta["d_model"]))
+
+
+@dataclass
+class SweepRun:
+    """One cell (model size x subset) and seed of a scaling sweep: training artifacts only."""
+
+    model: str
+    replicate: int
+    subset: str
+    fraction: float
+    metrics: pd.DataFrame
+    summary: dict[str, Any]
 
 
 @dataclass
@@ -55,22 +69,11 @@ class Experiment:
     floor: dict[str, Any] | None = None
     compare: dict[str, Any] | None = None
     runs: list[Run] = field(default_factory=list)
+    sweep_runs: list[SweepRun] = field(default_factory=list)  # a scaling sweep's cells (no activations)
 
     @property
     def trained_runs(self) -> list[Run]:
         return [run for run in self.runs if run.trained]
-
-
-def _read_csv(path: Path) -> pd.DataFrame:
-    if not path.exists():
-        raise AssocmemError(f"missing artifact: {path}")
-    return pd.read_csv(path)
-
-
-def _read_parquet(path: Path) -> pd.DataFrame:
-    if not path.exists():
-        raise AssocmemError(f"missing artifact: {path}")
-    return pd.read_parquet(path)
 
 
 def load_run(results: Path, exp: str, model: str, fraction: float | None) -> Run:
@@ -83,11 +86,11 @@ def load_run(results: Path, exp: str, model: str, fraction: float | None) -> Run
 
     return Run(
         exp=exp, model=model, subset=subset, fraction=fraction if trained else 1.0,
-        metrics=_read_csv(at("metrics")) if trained else None,
+        metrics=read_table(at("metrics")) if trained else None,
         summary=read_json(at("summary")) if trained else None,
         act_meta=read_json(at("acts_meta")), act_dir=at("acts_meta").parent,
-        nn_summary=_read_csv(at("nn_summary")), nn_self=_read_parquet(at("nn_self")),
-        nn_heldout=_read_parquet(at("nn_heldout")),
+        nn_summary=read_table(at("nn_summary")), nn_self=read_table(at("nn_self")),
+        nn_heldout=read_table(at("nn_heldout")),
     )
 
 
@@ -103,7 +106,28 @@ def load_experiments(results_dir: Path, config: dict[str, Any]) -> list[Experime
             experiment.floor = read_json(layout.path(results, "floor", exp=name))
             experiment.compare = read_json(layout.path(results, "compare", exp=name))
         fractions = exp_cfg["subsets"]["fractions"]
+        if exp_cfg.get("sweep") is not None:
+            experiment.sweep_runs = load_sweep_runs(results, name, exp_cfg)
+            experiments.append(experiment)
+            continue
         experiment.runs = [load_run(results, name, model, f) for model in exp_cfg["models"] for f in fractions]
         experiment.runs += [load_run(results, name, model, None) for model in exp_cfg["pretrained"]]
         experiments.append(experiment)
     return experiments
+
+
+def load_sweep_runs(results: Path, exp: str, exp_cfg: dict[str, Any]) -> list[SweepRun]:
+    runs = []
+    for model in exp_cfg["models"]:
+        for replicate in range(exp_cfg["sweep"]["seeds"]):
+            label = layout.replicate_label(model, replicate)
+            for fraction in exp_cfg["subsets"]["fractions"]:
+                subset = layout.subset_name(fraction)
+
+                def at(name: str, label: str = label, subset: str = subset) -> Path:
+                    return layout.path(results, name, exp=exp, model=label, subset=subset)
+
+                runs.append(SweepRun(model=model, replicate=replicate, subset=subset, fraction=fraction,
+                                     metrics=read_table(at("metrics"), columns=("step", "val_ce", "train_eval_ce")),
+                                     summary=read_json(at("summary"))))
+    return runs

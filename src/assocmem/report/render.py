@@ -1,28 +1,79 @@
-"""Render the report as Markdown and as one self-contained HTML page (figures inlined as base64)."""
+"""Render the report as GitHub-flavoured Markdown and as one self-contained HTML page.
+
+Text everywhere is a small Markdown subset: `code`, **bold**, [label](#anchor) links and TeX math in
+``$...$`` (inline) or ``$$...$$`` (display). Markdown output passes it through (GitHub typesets the math);
+the HTML page turns math into ``<span class="math">`` elements that the vendored KaTeX (assets/katex, inlined
+with its fonts as base64) typesets in the reader's browser, offline. Figures are inlined as base64 PNGs.
+"""
 
 from __future__ import annotations
 
 import base64
+import functools
 import html
 import json
 import re
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
-VERDICT_COLOURS = {"reproduced": "#2e7d32", "refuted": "#c62828", "corrected": "#ef6c00",
-                   "not-testable": "#616161"}
+from assocmem.io import AssocmemError
+from assocmem.report.style import PNG_DPI
+
+VERDICTS = ("reproduced", "refuted", "corrected", "not-testable")
+# Dark Okabe-Ito hues: white bold text on them keeps a contrast ratio above 4.5 (WCAG AA).
+VERDICT_COLOURS = {"reproduced": "#00654a", "refuted": "#a23c00", "corrected": "#7a4f00", "not-testable": "#595959"}
+CLAIMS_GROUP = "Claims"
+OPEN_TABLE_ROWS = 12  # numbers tables up to this many rows start open in the HTML page
+OPEN_CODE_LINES = 15  # longer code blocks (the run's config) start collapsed
+CE_UNIT = "nats/token"
 
 
 @dataclass
 class Section:
+    """One report section. ``tables`` are Markdown tables; ``details`` are long tables the HTML page shows
+    collapsed; ``sources`` are the paper's verbatim text ({"where", "latex_source", "pdf"})."""
+
     title: str
     paragraphs: list[str] = field(default_factory=list)
     figures: list[tuple[Path, str]] = field(default_factory=list)
-    tables: list[str] = field(default_factory=list)  # markdown tables
+    tables: list[str] = field(default_factory=list)
+    anchor: str = ""
+    toc_label: str = ""
+    group: str = ""
+    verdict: str | None = None
+    details: list[str] = field(default_factory=list)
+    sources: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def id(self) -> str:
+        return self.anchor or slug(self.title)
+
+    @property
+    def label(self) -> str:
+        return self.toc_label or self.title
+
+
+def slug(text: str) -> str:
+    """A stable HTML id from a title: lower case, letters and digits joined by '-'."""
+    return re.sub(r"[^a-z0-9]+", "-", strip_markup(text).lower()).strip("-") or "section"
+
+
+def claim_anchor(claim_id: str) -> str:
+    return f"claim-{slug(claim_id)}"
+
+
+# ---------------------------------------------------------------------------------------------- tables
 
 
 def format_number(value: Any) -> str:
+    if value is None:  # check rows store non-finite numbers as null
+        return "n/a"
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, int):
+        return f"{value:,}" if abs(value) >= 10_000 else str(value)
     if isinstance(value, float):
         if value != value:  # NaN
             return "nan"
@@ -39,22 +90,43 @@ def markdown_table(header: list[str], rows: list[list[Any]]) -> str:
     return "\n".join(lines)
 
 
-SHORT_CLAIMS = {
-    "prop1": "Prop. 1: g(x) − log d ≤ E(x) ≤ g(x)",
-    "prop2": "Prop. 2: |E − (2E_MCHN − log d)| ≤ max‖ρ‖² − min‖ρ‖²",
-    "prop3": "Prop. 3: bounds on g − 2E_MCHN",
-    "eq8": "Eq. (8): bounds on E_global = −LSE(−E_1..−E_l)",
-    "eq12": "Eq. (12)/(C.2): Gaussian integral over an n-ball",
-    "lemma5": "Lemma 5, eqs. (13)–(14): bounds on Z_t",
-    "radius": "Radius hypothesis: NN distance ≈ 2r*, r* = √(n/2πe)",
-    "prop4": "Prop. 4: 1 < L ≤ log Z_t + 1/Z_t + log l",
-    "params": "App. D: GPT-2 parameter count (d_FF = 3d, A ≈ 15)",
-    "scaling": "Prop. 5: optimal N = O(D²)",
-    "loss_floor": "Loss floor ≈ 1 (Fig. 4, abstract)",
-    "overfit": "Small subsets over-fit (Fig. 3 right)",
-    "literature": "Table 2 losses and the Chinchilla fit E = 1.61",
-    "fig1": "Fig. 1: energy landscapes",
+def quantity_header(quantity: str, units: dict[str, str] | None = None) -> str:
+    """Column header with its unit: an explicit ``units`` entry, else nats/token for cross-entropies (every CE in
+    this package is in nats per predicted token); other quantities are shown without a unit."""
+    unit = (units or {}).get(quantity)
+    if unit is None and (quantity.endswith("_ce") or quantity == "floor" or quantity.endswith("_minus_floor")):
+        unit = CE_UNIT
+    return f"{quantity} ({unit})" if unit else quantity
+
+
+# ---------------------------------------------------------------------------------------------- claims
+
+CLAIM_TITLES: dict[str, tuple[str, str]] = {
+    "prop1": ("Prop. 1", r"$g(x) - \log d \le E(x) \le g(x)$"),
+    "prop2": ("Prop. 2", r"$\lvert E - (2E_{\mathrm{MCHN}} - \log d)\rvert \le \max_i \lVert\rho_i\rVert^2 - "
+                         r"\min_i \lVert\rho_i\rVert^2$"),
+    "prop3": ("Prop. 3", r"bounds on $g - 2E_{\mathrm{MCHN}}$"),
+    "eq8": ("Eq. (8)", r"bounds on $E_{\mathrm{global}} = -\mathrm{LSE}(-E_1, \dots, -E_l)$"),
+    "eq12": ("Eq. (12)/(C.2)", r"Gaussian integral over an $n$-ball"),
+    "lemma5": ("Lemma 5", r"eqs. (13)–(14): bounds on $Z_t$"),
+    "radius": ("Radius", r"NN distance $\approx 2r^*$ with $r^* = \sqrt{n/(2\pi e)}$"),
+    "prop4": ("Prop. 4", r"$1 < L \le \log Z_t + 1/Z_t + \log l$"),
+    "params": ("App. D", r"GPT-2 parameter count ($d_{\mathrm{FF}} = 3d$, $A \approx 15$)"),
+    "scaling": ("Prop. 5", r"optimal $N = O(D^2)$"),
+    "loss_floor": ("Loss floor", r"$L \approx 1$ (Fig. 4, abstract)"),
+    "overfit": ("Over-fitting", "small subsets over-fit (Fig. 3 right)"),
+    "literature": ("Literature", r"Table 2 losses $> 1$; the Chinchilla fit $E = 1.61$"),
+    "fig1": ("Fig. 1", "energy landscapes"),
 }
+
+
+def claim_label(check: dict[str, Any]) -> str:
+    return CLAIM_TITLES.get(check["id"], (check["id"], ""))[0]
+
+
+def claim_title(check: dict[str, Any]) -> str:
+    label, short = CLAIM_TITLES.get(check["id"], (check["id"], first_sentence(check.get("claim", ""), 80)))
+    return f"{label}: {short}" if short else label
 
 
 _SENTENCE_END = re.compile(r"(?<!App)(?<!Prop)(?<!Fig)(?<!Sec)(?<!Eq)(?<!eq)(?<!al)(?<!e\.g)(?<!i\.e)\. (?=[A-Z(])")
@@ -66,9 +138,46 @@ def first_sentence(text: str, limit: int = 230) -> str:
 
 
 def summary_table(checks: list[dict[str, Any]]) -> str:
-    rows = [[c["id"], SHORT_CLAIMS.get(c["id"], c["claim"][:80]), c["verdict"], c.get("how", ""),
-             first_sentence(c.get("evidence", ""))] for c in checks]
-    return markdown_table(["id", "claim", "verdict", "how we know", "receipt (see the claim's section)"], rows)
+    rows = [[f"[{claim_label(c)}](#{claim_anchor(c['id'])})", claim_title(c).partition(": ")[2], c["verdict"],
+             c.get("how", ""), first_sentence(c.get("evidence", ""))] for c in checks]
+    return markdown_table(["claim", "statement", "verdict", "how we know", "receipt (see the claim's section)"],
+                          rows)
+
+
+def _where(quotes: list[dict[str, Any]]) -> str:
+    return "; ".join(q["where"] for q in quotes if q.get("where"))
+
+
+def claim_section(check: dict[str, Any], tables: list[str], figures: list[tuple[Path, str]]) -> Section:
+    """The paper's statement first (typeset), then ours, then the evidence; long tables go to ``details``.
+
+    Uses the rows' ``statement_tex``/``ours_tex``/``quote``/``limits`` when present and falls back to the
+    plain-text ``claim``/``computed`` otherwise."""
+    quotes = check.get("quote") or []
+    where = _where(quotes)
+    paper = check.get("statement_tex") or check["claim"]
+    paragraphs = [f"**The paper{f' ({where})' if where else ''}.** {paper}"]
+    if check.get("ours_tex"):
+        paragraphs.append(f"**What holds.** {check['ours_tex']}")
+    paragraphs += [f"**Evidence.** {check['evidence']}", f"**Computed.** {check['computed']}",
+                   f"**How we know:** {check.get('how', 'n/a')}."]
+    if check.get("limits"):
+        paragraphs.append(f"**Limits of this evidence.** {check['limits']}")
+    rows = sum(max(0, len(t.splitlines()) - 2) for t in tables)
+    open_tables = tables if rows <= OPEN_TABLE_ROWS else []
+    return Section(claim_title(check), paragraphs=paragraphs, figures=figures, tables=open_tables,
+                   anchor=claim_anchor(check["id"]), toc_label=claim_label(check), group=CLAIMS_GROUP,
+                   verdict=check["verdict"], details=[t for t in tables if t not in open_tables], sources=quotes)
+
+
+def errata_section(checks: list[dict[str, Any]]) -> Section | None:
+    rows = [[f"[{claim_label(c)}](#{claim_anchor(c['id'])})", c.get("statement_tex") or c["claim"],
+             c.get("ours_tex") or c["evidence"]] for c in checks if c["verdict"] in ("refuted", "corrected")]
+    if not rows:
+        return None
+    section = Section("Errata: statements as printed and what holds instead", anchor="errata", toc_label="Errata")
+    section.tables.append(markdown_table(["claim", "as printed", "what holds"], rows))
+    return section
 
 
 INTRO = (
@@ -80,69 +189,288 @@ INTRO = (
     "says whether the verdict rests on a derivation, on data, on a counterexample or on a correction. The "
     "derivations are in docs/derivations.md of the repository."
 )
+SUMMARY_TITLE = "Summary: claims and verdicts"
+SUMMARY_ANCHOR = "summary"
+
+# ---------------------------------------------------------------------------------------------- Markdown
+
+
+def strip_markup(text: str) -> str:
+    """Plain text for ids, alt texts and tooltips: no backticks, bold marks, math dollars or link syntax."""
+    text = re.sub(r"\[([^\]]+)\]\([^)]*\)", r"\1", text)
+    return text.replace("`", "").replace("**", "").replace("$", "")
+
+
+def _markdown_sources(sources: list[dict[str, Any]]) -> list[str]:
+    parts = []
+    for quote in sources:
+        parts.append(f"Verbatim, {quote.get('where') or 'the paper'} (LaTeX source):\n")
+        parts.append("```latex\n" + quote.get("latex_source", "").strip() + "\n```\n")
+        if quote.get("pdf"):
+            parts.append("PDF text, where it differs:\n\n> " + quote["pdf"].strip().replace("\n", "\n> ") + "\n")
+    return parts
+
+
+def _markdown_section(section: Section, out_dir: Path) -> list[str]:
+    badge = f" · {section.verdict}" if section.verdict else ""
+    parts = [f'<a id="{section.id}"></a>', "", f"## {section.title}{badge}", ""]
+    parts += [p + "\n" for p in section.paragraphs]
+    parts += [t + "\n" for t in section.tables]
+    for path, caption in section.figures:
+        # The caption is not wrapped in *...*: math such as $r^*$ would end the emphasis early.
+        alt = strip_markup(caption).replace("[", "(").replace("]", ")")
+        parts += [f"![{alt}]({path.relative_to(out_dir).as_posix()})", "", f"**Figure.** {caption}", ""]
+    parts += [t + "\n" for t in section.details]
+    parts += _markdown_sources(section.sources)
+    return parts
 
 
 def render_markdown(title: str, checks: list[dict[str, Any]], sections: list[Section], out_dir: Path) -> str:
-    parts = [f"# {title}", "", INTRO, "", "## Summary: claims and verdicts", "", summary_table(checks), ""]
+    parts = [f"# {title}", "", INTRO, "", f'<a id="{SUMMARY_ANCHOR}"></a>', "", f"## {SUMMARY_TITLE}", "",
+             summary_table(checks), ""]
     for section in sections:
-        parts += [f"## {section.title}", ""]
-        parts += [p + "\n" for p in section.paragraphs]
-        parts += [t + "\n" for t in section.tables]
-        for path, caption in section.figures:
-            parts += [f"![{caption}]({path.relative_to(out_dir).as_posix()})", f"*{caption}*", ""]
+        parts += _markdown_section(section, out_dir)
     return "\n".join(parts)
 
 
-def _inline_markdown(text: str) -> str:
-    escaped = html.escape(text)
-    escaped = re.sub(r"`([^`]+)`", r"<code>\1</code>", escaped)
-    return re.sub(r"\*\*([^*]+)\*\*", r"<b>\1</b>", escaped)
+# ---------------------------------------------------------------------------------------------- HTML
+
+_INLINE = re.compile(
+    r"(?P<code>`[^`]+`)"
+    r"|(?<!\\)\$\$(?P<display>.+?)(?<!\\)\$\$"
+    r"|(?<![\\$\w])\$(?=[^\s$])(?P<math>(?:\\.|[^$\\])+?)(?<=\S)\$(?![\w$])"
+    r"|\[(?P<label>[^\]]+)\]\((?P<href>#[\w-]+|https?://[^\s)]+)\)",
+    re.S,
+)
 
 
-def _html_table(markdown: str) -> str:
+def _text_html(text: str) -> str:
+    return html.escape(text.replace("\\$", "$"))
+
+
+def _span_html(match: re.Match[str]) -> str:
+    if match["code"]:
+        return f"<code>{html.escape(match['code'][1:-1])}</code>"
+    if match["display"] is not None:
+        return f'<span class="math display">{html.escape(match["display"])}</span>'
+    if match["math"] is not None:
+        return f'<span class="math">{html.escape(match["math"])}</span>'
+    return f'<a href="{html.escape(match["href"])}">{_text_html(match["label"])}</a>'
+
+
+def inline_html(text: str) -> str:
+    """HTML for the Markdown subset: code spans, math, links, and bold around any of them."""
+    spans: list[str] = []
+
+    def hold(match: re.Match[str]) -> str:
+        spans.append(_span_html(match))
+        return f"\x00{len(spans) - 1}\x00"
+
+    held = _text_html(_INLINE.sub(hold, text.replace("\x00", "")))
+    bold = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", held, flags=re.S)
+    return re.sub("\x00(\\d+)\x00", lambda m: spans[int(m[1])], bold)
+
+
+def badge(verdict: str, mini: bool = False) -> str:
+    """A verdict as a coloured label (the word is always shown: colour is never the only cue)."""
+    css = verdict if verdict in VERDICTS else "unknown"
+    return f'<span class="badge{" mini" if mini else ""} v-{css}">{html.escape(verdict)}</span>'
+
+
+_NUMBER = re.compile(r"^[-+−]?(\d[\d,]*\.?\d*|\.\d+)(e[-+]?\d+)?%?$|^nan$|^n/a$|^-?inf$", re.I)
+
+
+def html_table(markdown: str) -> str:
+    """A Markdown table as HTML: verdict cells as badges, numbers right-aligned, wide tables scroll."""
     lines = [line for line in markdown.splitlines() if line.strip()]
-    header = [c.strip() for c in lines[0].strip("|").split(" | ")]
-    body = [[c.strip().replace("\\|", "|") for c in line.strip("|").split(" | ")] for line in lines[2:]]
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    header = [c.strip() for c in lines[0].strip().strip("|").split(" | ")]
+    body = [[c.strip().replace("\\|", "|") for c in line.strip().strip("|").split(" | ")] for line in lines[2:]]
+    head = "".join(f"<th>{inline_html(h)}</th>" for h in header)
     verdict_column = header.index("verdict") if "verdict" in header else -1
     rows = []
     for row in body:
         cells = []
         for column, value in enumerate(row):
-            colour = VERDICT_COLOURS.get(value) if column == verdict_column else None
-            style = f' style="color:{colour};font-weight:bold"' if colour else ""
-            cells.append(f"<td{style}>{_inline_markdown(value)}</td>")
+            if column == verdict_column:
+                cells.append(f"<td>{badge(value)}</td>")
+            elif _NUMBER.match(value):
+                cells.append(f'<td class="num">{html.escape(value)}</td>')
+            else:
+                cells.append(f"<td>{inline_html(value)}</td>")
         rows.append("<tr>" + "".join(cells) + "</tr>")
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    return (f'<div class="table-wrap"><table><thead><tr>{head}</tr></thead>'
+            f"<tbody>{''.join(rows)}</tbody></table></div>")
+
+
+CSS_PX_PER_INCH = 96
+
+
+def png_display_width(png: bytes) -> int | None:
+    """CSS width that shows a report PNG at its physical size (figure inches at 96 px each), so every figure's
+    fonts appear at the same size; None for anything that is not a PNG."""
+    if png[:8] != b"\x89PNG\r\n\x1a\n":
+        return None
+    pixels = int.from_bytes(png[16:20], "big")
+    return round(pixels * CSS_PX_PER_INCH / PNG_DPI)
 
 
 def _img(path: Path, caption: str) -> str:
-    data = base64.b64encode(path.read_bytes()).decode("ascii")
-    return (f'<figure><img alt="{html.escape(caption)}" src="data:image/png;base64,{data}"/>'
-            f"<figcaption>{html.escape(caption)}</figcaption></figure>")
+    png = path.read_bytes()
+    width = png_display_width(png)
+    size = f' width="{width}"' if width else ""
+    data = base64.b64encode(png).decode("ascii")
+    return (f'<figure><img alt="{html.escape(strip_markup(caption))}"{size} src="data:image/png;base64,{data}"/>'
+            f"<figcaption>{inline_html(caption)}</figcaption></figure>")
 
 
-CSS = """body{font-family:system-ui,sans-serif;max-width:1150px;margin:2em auto;padding:0 1em;line-height:1.45}
-table{border-collapse:collapse;font-size:0.85em;margin:1em 0}td,th{border:1px solid #ccc;padding:4px 6px;
-vertical-align:top}th{background:#f3f3f3}img{max-width:100%}figcaption{font-size:0.85em;color:#555}
-code{background:#f5f5f5;padding:0 3px}pre{background:#f5f5f5;padding:8px;overflow-x:auto;font-size:0.8em}"""
+def _paragraph(text: str) -> str:
+    if not text.startswith("```"):
+        return f"<p>{inline_html(text)}</p>"
+    code = text.strip("`")
+    lines = code.strip("\n").count("\n") + 1
+    block = f"<pre>{html.escape(code)}</pre>"
+    return block if lines <= OPEN_CODE_LINES else f"<details><summary>Show all {lines} lines</summary>{block}</details>"
 
 
-def render_html(title: str, checks: list[dict[str, Any]], sections: list[Section]) -> str:
-    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
-             f"<style>{CSS}</style></head><body><h1>{html.escape(title)}</h1>",
-             f"<p>{_inline_markdown(INTRO)}</p>",
-             "<h2>Summary: claims and verdicts</h2>", _html_table(summary_table(checks))]
-    for section in sections:
-        parts.append(f"<h2>{html.escape(section.title)}</h2>")
-        parts += [f"<p>{_inline_markdown(p)}</p>" if not p.startswith("```") else
-                  f"<pre>{html.escape(p.strip('`'))}</pre>" for p in section.paragraphs]
-        parts += [_html_table(t) for t in section.tables]
-        parts += [_img(path, caption) for path, caption in section.figures]
-    parts.append("</body></html>")
+def _details_html(section: Section) -> list[str]:
+    parts = []
+    if section.details:
+        rows = sum(max(0, len(t.splitlines()) - 2) for t in section.details)
+        parts.append(f"<details><summary>All numbers ({rows} rows)</summary>"
+                     + "".join(html_table(t) for t in section.details) + "</details>")
+    for quote in section.sources:
+        pdf = (f"<p>PDF text, where it differs:</p><pre>{html.escape(quote['pdf'].strip())}</pre>"
+               if quote.get("pdf") else "")
+        parts.append(f"<details><summary>The paper verbatim: {html.escape(quote.get('where') or 'source')}"
+                     f"</summary><pre>{html.escape(quote.get('latex_source', '').strip())}</pre>{pdf}</details>")
+    return parts
+
+
+def _section_html(section: Section) -> str:
+    heading = inline_html(section.title) + (" " + badge(section.verdict) if section.verdict else "")
+    parts = [f'<section id="{html.escape(section.id)}"><h2>{heading}</h2>']
+    parts += [_paragraph(p) for p in section.paragraphs]
+    parts += [html_table(t) for t in section.tables]
+    parts += [_img(path, caption) for path, caption in section.figures]
+    parts += _details_html(section)
+    parts.append("</section>")
     return "\n".join(parts)
 
 
-def checks_json(checks: list[dict[str, Any]]) -> str:
-    """Stable, diffable JSON: sorted keys, rows in claim order."""
-    return json.dumps({"schema": "assocmem-checks-v1", "checks": checks}, indent=2, sort_keys=True) + "\n"
+def _toc_entry(section: Section) -> str:
+    mark = f" {badge(section.verdict, mini=True)}" if section.verdict else ""
+    return f'<li><a href="#{html.escape(section.id)}">{inline_html(section.label)}</a>{mark}</li>'
+
+
+def toc_html(sections: list[Section]) -> str:
+    """The sticky table of contents: every section, the claims nested under one group entry."""
+    items = [f'<li><a href="#{SUMMARY_ANCHOR}">Summary</a></li>']
+    index = 0
+    while index < len(sections):
+        group = sections[index].group
+        if not group:
+            items.append(_toc_entry(sections[index]))
+            index += 1
+            continue
+        members = []
+        while index < len(sections) and sections[index].group == group:
+            members.append(_toc_entry(sections[index]))
+            index += 1
+        items.append(f"<li><span class=\"group\">{html.escape(group)}</span><ol>{''.join(members)}</ol></li>")
+    return f'<nav id="toc" aria-label="Contents"><h2>Contents</h2><ol>{"".join(items)}</ol></nav>'
+
+
+CSS = """
+:root{--text:#1d1d1f;--muted:#555;--rule:#d9d9de;--head:#f2f2f5;--code:#f4f4f6;--link:#0b5cad}
+*{box-sizing:border-box}
+html{scroll-padding-top:0.5em}
+body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;color:var(--text);line-height:1.5;margin:0;
+font-size:16px}
+.layout{display:grid;grid-template-columns:15rem minmax(0,1fr);gap:2.5rem;max-width:88rem;margin:0 auto;
+padding:0 1.5rem}
+#toc{position:sticky;top:0;align-self:start;max-height:100vh;overflow-y:auto;padding:1.2rem 0;font-size:0.88em;
+border-right:1px solid var(--rule)}
+#toc h2{font-size:1em;margin:0 0 0.5em;border:0}
+#toc ol{list-style:none;margin:0;padding:0 0.8rem 0 0}#toc ol ol{padding-left:0.8rem}
+#toc li{margin:0.2em 0}#toc a{color:var(--link);text-decoration:none}#toc a:hover{text-decoration:underline}
+#toc .group{font-weight:600;color:var(--muted)}
+main{min-width:0;padding:1rem 0 4rem}
+h1{font-size:1.7em;margin:0.6em 0 0.4em}
+h2{font-size:1.3em;margin:2.2em 0 0.6em;padding-bottom:0.25em;border-bottom:1px solid var(--rule)}
+section{scroll-margin-top:0.5rem}
+p{max-width:60rem}
+a{color:var(--link)}
+.badge{display:inline-block;padding:0.1em 0.55em;border-radius:0.8em;color:#fff;font-size:0.78em;font-weight:700;
+vertical-align:middle;letter-spacing:0.02em;white-space:nowrap}
+.badge.mini{font-size:0.7em;font-weight:600;padding:0 0.45em}
+.v-unknown{background:#333}
+.table-wrap{overflow-x:auto;margin:1em 0;max-width:100%}
+table{border-collapse:collapse;font-size:0.86em}
+th,td{border-bottom:1px solid var(--rule);padding:0.35em 0.7em;vertical-align:top;text-align:left}
+thead th{background:var(--head);border-bottom:2px solid #bbb;position:sticky;top:0}
+tbody tr:nth-child(even){background:#fafafb}
+td:first-child{min-width:9em}
+td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+figure{margin:1.5em 0}img{max-width:100%;height:auto;display:block}
+figcaption{font-size:0.9em;color:var(--muted);max-width:60rem;margin-top:0.4em}
+code{background:var(--code);padding:0 0.25em;border-radius:3px;font-size:0.92em}
+pre{background:var(--code);padding:0.7em;overflow-x:auto;font-size:0.82em;white-space:pre-wrap}
+details{margin:0.8em 0}summary{cursor:pointer;color:var(--link)}
+.math.display{display:block;margin:0.6em 0}
+@media (max-width:60rem){.layout{display:block}#toc{position:static;max-height:none;border-right:0;
+border-bottom:1px solid var(--rule)}}
+"""
+
+CSS += "".join(f".v-{verdict}{{background:{colour}}}" for verdict, colour in VERDICT_COLOURS.items())
+
+RENDER_MATH_JS = """
+for (const el of document.querySelectorAll(".math")) {
+  katex.render(el.textContent, el, {displayMode: el.classList.contains("display"), throwOnError: false});
+}
+"""
+
+
+@functools.lru_cache(maxsize=1)
+def katex_bundle() -> tuple[str, str]:
+    """KaTeX's stylesheet with every font inlined as a base64 woff2, and its script (assets/katex)."""
+    assets = resources.files("assocmem.report") / "assets" / "katex"
+    try:
+        css = (assets / "katex.min.css").read_text(encoding="utf-8")
+        script = (assets / "katex.min.js").read_text(encoding="utf-8")
+    except FileNotFoundError as err:
+        raise AssocmemError(f"KaTeX assets missing from the installed package ({err.filename}): reinstall assocmem "
+                            "(`pip install -e .`) so that src/assocmem/report/assets/katex is included") from err
+
+    def inline_font(match: re.Match[str]) -> str:
+        font = (assets / "fonts" / f"{match['name']}.woff2").read_bytes()
+        return f'src:url(data:font/woff2;base64,{base64.b64encode(font).decode("ascii")}) format("woff2")'
+
+    css = re.sub(r'src:url\(fonts/(?P<name>[\w-]+)\.woff2\) format\("woff2"\)[^;}]*', inline_font, css)
+    if "url(fonts/" in css or "</script" in script.lower():
+        raise AssocmemError("KaTeX assets under src/assocmem/report/assets/katex are not the expected build: "
+                            "see VENDORED.md there for how to refresh them")
+    return css, script
+
+
+def render_html(title: str, checks: list[dict[str, Any]], sections: list[Section]) -> str:
+    katex_css, katex_js = katex_bundle()
+    summary = (f'<section id="{SUMMARY_ANCHOR}"><h2>{html.escape(SUMMARY_TITLE)}</h2>'
+               f"{html_table(summary_table(checks))}</section>")
+    parts = ["<!doctype html><html lang='en'><head><meta charset='utf-8'>",
+             "<meta name='viewport' content='width=device-width, initial-scale=1'>",
+             f"<title>{html.escape(title)}</title><style>{katex_css}</style><style>{CSS}</style></head><body>",
+             f"<div class='layout'>{toc_html(sections)}<main>",
+             f"<h1>{html.escape(title)}</h1>", f"<p>{inline_html(INTRO)}</p>", summary]
+    parts += [_section_html(section) for section in sections]
+    parts += ["</main></div>", f"<script>{katex_js}</script>", f"<script>{RENDER_MATH_JS}</script>",
+              "</body></html>"]
+    return "\n".join(parts)
+
+
+CHECKS_SCHEMA = "assocmem-checks-v2"
+
+
+def checks_json(checks: list[dict[str, Any]], runs: list[dict[str, Any]] | None = None) -> str:
+    """Stable, diffable JSON: sorted keys, rows in claim order; ``runs``: each run's convergence status."""
+    return json.dumps({"schema": CHECKS_SCHEMA, "runs": runs or [], "checks": checks}, indent=2,
+                      sort_keys=True) + "\n"

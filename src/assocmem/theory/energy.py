@@ -173,7 +173,21 @@ def lemma3_strictness(values: np.ndarray) -> dict[str, bool]:
 
 def prop2_deviation(terms: EnergyTerms) -> np.ndarray:
     """|E(x) - (2 E_MCHN^{beta=2}(x) - log d)|, to be compared with ``terms.norm_spread``."""
-    return np.abs(terms.energy - (2.0 * terms.mchn_beta2 - np.log(terms.n_patterns)))
+    return np.abs(prop2_signed_gap(terms))
+
+
+def prop2_signed_gap(terms: EnergyTerms) -> np.ndarray:
+    """E(x) - (2 E_MCHN^{beta=2}(x) - log d), which always lies in [-spread, 0] (see prop2_sharp_bounds)."""
+    return terms.energy - (2.0 * terms.mchn_beta2 - np.log(terms.n_patterns))
+
+
+def prop2_sharp_bounds(terms: EnergyTerms) -> tuple[float, float]:
+    """The one-sided form of Proposition 2: -spread <= E - (2 E_MCHN - log d) <= 0.
+
+    With a_i = ||x - rho_i||^2 and delta_i = max_j ||rho_j||^2 - ||rho_i||^2 in [0, spread],
+    2 E_MCHN - log d = -LSE(-a - delta) while E = -LSE(-a); LSE is monotone and shifts by c when every entry
+    does, so LSE(-a) - spread <= LSE(-a - delta) <= LSE(-a). Both sides are sharp (prop23_extreme_sets)."""
+    return -terms.norm_spread, 0.0
 
 
 def prop2_tolerance(queries: np.ndarray, terms: EnergyTerms) -> np.ndarray:
@@ -184,13 +198,18 @@ def prop2_tolerance(queries: np.ndarray, terms: EnergyTerms) -> np.ndarray:
 
 
 def prop3_printed_bounds(terms: EnergyTerms) -> tuple[float, float]:
-    """Proposition 3 as printed (v2): min||rho||^2 - max||rho||^2 <= g - 2E_MCHN <= spread + log d."""
+    """Proposition 3 as printed: min||rho||^2 - max||rho||^2 <= g - 2E_MCHN <= spread + log d."""
     return -terms.norm_spread, terms.norm_spread + float(np.log(terms.n_patterns))
 
 
-def prop3_corrected_bounds(terms: EnergyTerms) -> tuple[float, float]:
-    """What Props. 1 and 2 actually imply: -(spread + log d) <= g - 2E_MCHN <= spread."""
-    return -(terms.norm_spread + np.log(terms.n_patterns)), terms.norm_spread
+def prop3_sharp_bounds(terms: EnergyTerms) -> tuple[float, float]:
+    """What holds: -(spread + log d) <= g(x) - 2E_MCHN(x) <= 0.
+
+    g - 2E_MCHN = (g - E) + (E - 2E_MCHN + log d) - log d with g - E in [0, log d] (Prop. 1) and the middle
+    term in [-spread, 0] (prop2_sharp_bounds). The upper side is attained (equal norms and a query equidistant
+    from every pattern, e.g. the centre of a sphere of patterns); the lower side is approached by a query far
+    beyond the smallest-norm pattern (prop23_extreme_sets)."""
+    return -(terms.norm_spread + float(np.log(terms.n_patterns))), 0.0
 
 
 def prop3_quantity(terms: EnergyTerms) -> np.ndarray:
@@ -211,3 +230,38 @@ def prop3_counterexample() -> dict[str, float]:
     return {"g_minus_2mchn": value, "printed_lower": float(printed_low),
             "closed_form": float(np.log1p(np.exp(-4.0)) - np.log(2.0)),
             "violation": float(printed_low - value)}
+
+
+def prop23_extreme_sets(spread_root: float = 2.0, distance: float = 30.0) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """(patterns, queries) at which the sharp bounds of Props. 2 and 3 are attained or approached.
+
+    * ``equal_norms``: four patterns on a circle of radius ``spread_root``; spread 0, so E - (2E_MCHN - log d)
+      is exactly 0 for every query (both bounds of Prop. 2 attained).
+    * ``sphere_centre``: the same patterns, query at the centre: every pattern is equidistant, so g - E = log d
+      and g - 2E_MCHN = 0, the upper bound of Prop. 3, exactly.
+    * ``beyond_min_norm``: rho_1 = 0, rho_2 = (L, 0) (spread L^2), query (-t, 0): E - (2E_MCHN - log d) =
+      -L^2 + log(1 + e^{-2Lt}) - log(1 + e^{-2Lt - L^2}) -> -spread and g - 2E_MCHN -> -spread - log 2.
+    * ``beyond_max_norm``: the same patterns, query (L + t, 0): E - (2E_MCHN - log d) =
+      log(1 + e^{-2Lt - 2L^2}) - log(1 + e^{-2Lt - L^2}) -> 0 although the spread is L^2 > 0.
+    The limits are reached within e^{-2Lt} (e^{-120} by default), i.e. exactly in float64.
+    """
+    radius, far = float(spread_root), float(distance)
+    circle = radius * np.array([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0], [0.0, -1.0]])
+    pair = np.array([[0.0, 0.0], [radius, 0.0]])
+    fixed_queries = np.array([[0.3, -0.2], [2.5, 1.0], [-7.0, 4.0]])
+    return {
+        "equal_norms": (circle, fixed_queries),
+        "sphere_centre": (circle, np.zeros((1, 2))),
+        "beyond_min_norm": (pair, np.array([[-far, 0.0]])),
+        "beyond_max_norm": (pair, np.array([[radius + far, 0.0]])),
+    }
+
+
+def prop23_extreme_values(spread_root: float = 2.0, distance: float = 30.0) -> dict[str, float]:
+    """Closed forms of the two-pattern cases of :func:`prop23_extreme_sets` (see its docstring)."""
+    length, far = float(spread_root), float(distance)
+    beyond_min = -length**2 + np.log1p(np.exp(-2 * length * far)) - np.log1p(np.exp(-2 * length * far - length**2))
+    beyond_max = np.log1p(np.exp(-2 * length * far - 2 * length**2)) - np.log1p(np.exp(-2 * length * far - length**2))
+    g_minus_e = np.log1p(np.exp(-2 * length * far - length**2))  # nearest pattern rho_1 at distance^2 t^2
+    return {"beyond_min_norm.prop2_gap": float(beyond_min), "beyond_max_norm.prop2_gap": float(beyond_max),
+            "beyond_min_norm.prop3_value": float(g_minus_e + beyond_min - np.log(2.0)), "spread": length**2}

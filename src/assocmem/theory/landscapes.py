@@ -10,7 +10,6 @@ Right panel: 1-D patterns {-2, 0, 1}; the proposed energy and the MCHN energy wi
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -94,22 +93,3 @@ def fig1_minima() -> dict[str, list[list[float]]]:
     for name in ("proposed", "mchn_beta1", "mchn_beta2"):
         out[f"1d_{name}"] = [[float(curves["x"][i])] for (i,) in grid_local_minima(curves[name])]
     return out
-
-
-def plot_fig1(axes: Sequence[Any], num: int = 201) -> None:
-    """Draw the four 2-D panels on axes[0..3] and the 1-D curves on axes[4] (any matplotlib Axes)."""
-    if len(axes) < 5:
-        raise ValueError("plot_fig1 needs five axes: four 2-D panels and one 1-D panel")
-    panels = fig1_panels_2d(num=num)
-    for ax, name in zip(axes[:4], PANEL_TITLES, strict=True):
-        ax.contourf(panels["x"], panels["y"], panels[name], levels=30)
-        ax.scatter(PATTERNS_2D[:, 0], PATTERNS_2D[:, 1], c="red", s=12)
-        ax.set_title(PANEL_TITLES[name])
-    curves = fig1_curves_1d()
-    ax = axes[4]
-    ax.plot(curves["x"], curves["proposed"], label="proposed (4)")
-    ax.plot(curves["x"], curves["mchn_beta1"], color="orange", label="MCHN beta=1")
-    ax.plot(curves["x"], curves["mchn_beta2"], color="orange", linestyle="--", label="MCHN beta=2")
-    for p in PATTERNS_1D[:, 0]:
-        ax.axvline(p, color="grey", linewidth=0.5)
-    ax.legend()

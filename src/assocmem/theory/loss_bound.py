@@ -2,9 +2,9 @@
 
 Forms implemented (Z_t is always passed as log Z_t, because it is astronomically large or small):
 
-* v2 printed:  L ~= log Z_t + 1/Z_t  (>= 1, equality iff Z_t = 1)
-* brief (v1):  1 < L <= log Z_t + 1/Z_t + log l   (form supplied by the task brief; not found in v2)
-* corrected:   following App. D.1 with E_t(rho) = g_t(rho) = 0 (the energy, not the density 1/Z_t),
+* printed (Sec. 5):  1 < L = log Z_t + 1/Z_t + log l - c <= log Z_t + 1/Z_t + log l, c in [0, log l);
+  the remark after it: L(N, D) ~= log Z_t + 1/Z_t >= 1 (equality iff Z_t = 1).
+* corrected:   following App. C.1 with E_t(rho) = g_t(rho) = 0 (the energy, not the density 1/Z_t),
                the same steps give L = log Z_t (a differential cross-entropy, unbounded below).
 """
 
@@ -23,7 +23,7 @@ def inverse_partition(log_z: float) -> float:
 
 
 def log_z_plus_inverse(log_z: float) -> float:
-    """log Z + 1/Z (the v2 expression); inf when 1/Z overflows."""
+    """log Z + 1/Z (the remark after Prop. 4); inf when 1/Z overflows."""
     return float(log_z) + inverse_partition(log_z)
 
 
@@ -34,13 +34,13 @@ def log_of_log_z_plus_inverse(log_z: float) -> float:
     return float(-log_z + np.log1p(log_z * np.exp(log_z)))
 
 
-def prop4_brief_upper(log_z: float, n_layers: int) -> float:
-    """log Z_t + 1/Z_t + log l (brief's v1 form); inf when 1/Z_t overflows."""
+def prop4_printed_upper(log_z: float, n_layers: int) -> float:
+    """log Z_t + 1/Z_t + log l, the printed upper bound of Prop. 4; inf when 1/Z_t overflows."""
     return log_z_plus_inverse(log_z) + float(np.log(n_layers))
 
 
 def prop4_corrected(log_z: float) -> float:
-    """L = log Z_t: App. D.1 redone with the energy value g_t(rho) = 0 at a stored pattern."""
+    """L = log Z_t: App. C.1 redone with the energy value g_t(rho) = 0 at a stored pattern."""
     return float(log_z)
 
 
@@ -49,9 +49,21 @@ def prop4_from_radius(n: int, radius: float, n_patterns: int, n_layers: int) -> 
     log_z = log_partition(n, radius, n_patterns)
     return {"n": float(n), "radius": float(radius), "n_patterns": float(n_patterns),
             "n_layers": float(n_layers), "log_Z_t": log_z, "log10_Z_t": log_z / np.log(10.0),
-            "inv_Z_t": inverse_partition(log_z), "v2_log_z_plus_inv": log_z_plus_inverse(log_z),
-            "log_of_v2_expression": log_of_log_z_plus_inverse(log_z),
-            "brief_upper": prop4_brief_upper(log_z, n_layers), "corrected_L": prop4_corrected(log_z)}
+            "inv_Z_t": inverse_partition(log_z), "log_z_plus_inv": log_z_plus_inverse(log_z),
+            "log_of_log_z_plus_inv": log_of_log_z_plus_inverse(log_z),
+            "printed_upper": prop4_printed_upper(log_z, n_layers), "corrected_L": prop4_corrected(log_z)}
+
+
+def proof_steps(inv_z: float, n_layers: int, c: float) -> dict[str, float]:
+    """The constant terms of App. C.1's chain, L = log Z_theta + (mean E_global at the patterns), per reading.
+
+    As printed, (a) adds 1/Z_t + log l and (b) substitutes log Z_theta ~= log l - c + log Z_t, which yields
+    log Z_t + 1/Z_t + 2 log l - c, not the printed (b) log Z_t + 1/Z_t + log l - c. Eq. (10) with the density
+    typo E_t(rho) = 1/Z_t gives (a) = log Z_theta + 1/Z_t - log l + c and then L = log Z_t + 1/Z_t. Returned:
+    each reading's L - log Z_t."""
+    log_l = float(np.log(n_layers))
+    return {"printed_a_then_b": inv_z + 2 * log_l - c, "printed_b": inv_z + log_l - c,
+            "eq10_with_density_typo": inv_z, "with_the_energy": 0.0}
 
 
 def toy_cross_entropy_1d(pattern_positions: np.ndarray, radius: float) -> dict[str, float]:

@@ -1,0 +1,408 @@
+"""Training throughput: the project's trainer (assocmem.train.TrainJob) against a plain nanoGPT-style loop.
+
+The reference loop below is written from scratch in the standard formulation (fp32, SDPA attention, AdamW with
+decay on the >= 2-D tensors, warmup + cosine learning rate, gradient clipping, no project code in the loop).
+Both sides draw the same random windows of a synthetic token stream from the same seed and start from the same
+weights (the reference model creates its modules in the project's order), so their losses must agree.
+
+Every (arm, round) runs in a fresh process, so environment levers (GLIBC_TUNABLES) and allocator state are per
+run; arms are interleaved round by round in a rotating order, warm-up steps are dropped, and the fp32 GEMM peak
+is measured in its own process in every round (the MFU denominator). Prints tokens/s, ratios to the reference
+(min and max over rounds), MFU and the loss agreement; asserts nothing and writes no files outside a temporary
+directory.
+
+    python benchmarks/bench_train.py --quick                      # seconds: a smoke test
+    python benchmarks/bench_train.py --config small               # 4L/4H/d128/T64/B12/V4096
+    python benchmarks/bench_train.py --config large --rounds 3    # 6L/8H/d512/T64/B8/V4096
+    python benchmarks/bench_train.py --config small --arms reference,project,project-nobias+malloc+fused
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+REPO = Path(__file__).resolve().parents[1]
+CONFIGS = {
+    "small": {"n_layer": 4, "n_head": 4, "d_model": 128, "block": 64, "batch": 12, "vocab": 4096},
+    "large": {"n_layer": 6, "n_head": 8, "d_model": 512, "block": 64, "batch": 8, "vocab": 4096},
+    "vocab50k": {"n_layer": 4, "n_head": 4, "d_model": 128, "block": 64, "batch": 12, "vocab": 50257},
+    "quick": {"n_layer": 2, "n_head": 2, "d_model": 32, "block": 16, "batch": 4, "vocab": 256},
+}
+HYPER = {"lr": 6e-4, "min_lr_ratio": 0.1, "warmup_steps": 10, "weight_decay": 0.1, "beta1": 0.9, "beta2": 0.95,
+         "grad_clip": 1.0}
+N_TOKENS = 1_000_000
+
+
+@dataclass(frozen=True)
+class Arm:
+    kind: str  # "reference" or "project"
+    bias: bool
+    malloc: bool  # run under the rule environment's GLIBC_TUNABLES
+    compile: bool = False
+    optimizer: str = "default"  # "default" (the product's), "foreach" or "fused"
+
+
+ARMS = {
+    "reference": Arm("reference", bias=False, malloc=False),
+    "reference+malloc": Arm("reference", bias=False, malloc=True),
+    "reference-bias": Arm("reference", bias=True, malloc=False),
+    "project": Arm("project", bias=True, malloc=False),  # the trainer as the default config runs it today
+    "project+malloc": Arm("project", bias=True, malloc=True),
+    "project-nobias": Arm("project", bias=False, malloc=False),
+    "project-nobias+malloc": Arm("project", bias=False, malloc=True),
+    "project-nobias+malloc+compile": Arm("project", bias=False, malloc=True, compile=True),
+    "project-nobias+malloc+foreach": Arm("project", bias=False, malloc=True, optimizer="foreach"),
+    "project-nobias+malloc+fused": Arm("project", bias=False, malloc=True, optimizer="fused"),
+}
+DEFAULT_ARMS = "reference,project,project-nobias,project-nobias+malloc,project-nobias+malloc+compile"
+
+
+# --------------------------------------------------------------------------- the reference (no project code)
+
+
+class RandomTokens:
+    """A synthetic token stream with nanoGPT's window sampler (the project's store interface)."""
+
+    def __init__(self, vocab: int, n_tokens: int, seed: int) -> None:
+        self.tokens = np.random.default_rng(seed).integers(0, vocab, size=n_tokens, dtype=np.int64)
+
+    def sample_windows(self, rng: np.random.Generator, batch_size: int, block: int) -> tuple[np.ndarray, np.ndarray]:
+        offsets = rng.integers(0, len(self.tokens) - block, size=batch_size)
+        rows = np.stack([self.tokens[o:o + block + 1] for o in offsets])
+        return rows[:, :-1].copy(), rows[:, 1:].copy()
+
+
+class SelfAttention(nn.Module):
+    def __init__(self, d: int, n_head: int, bias: bool) -> None:
+        super().__init__()
+        self.n_head = n_head
+        self.c_attn = nn.Linear(d, 3 * d, bias=bias)
+        self.c_proj = nn.Linear(d, d, bias=bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, d = x.shape
+        q, k, v = self.c_attn(x).split(d, dim=2)
+        q, k, v = (z.view(b, t, self.n_head, d // self.n_head).transpose(1, 2) for z in (q, k, v))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.c_proj(y.transpose(1, 2).contiguous().view(b, t, d))
+
+
+class GPTBlock(nn.Module):
+    def __init__(self, d: int, n_head: int, bias: bool) -> None:
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(d, bias=bias)
+        self.attn = SelfAttention(d, n_head, bias)
+        self.ln_2 = nn.LayerNorm(d, bias=bias)
+        self.mlp = nn.Sequential(nn.Linear(d, 4 * d, bias=bias), nn.GELU(), nn.Linear(4 * d, d, bias=bias))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.attn(self.ln_1(x))
+        return x + self.mlp(self.ln_2(x))
+
+
+class GPT(nn.Module):
+    """nanoGPT's model: learned positions, pre-LN blocks, tied unembedding, GPT-2 initialisation."""
+
+    def __init__(self, vocab: int, block: int, n_layer: int, n_head: int, d: int, bias: bool) -> None:
+        super().__init__()
+        self.wte = nn.Embedding(vocab, d)
+        self.wpe = nn.Embedding(block, d)
+        self.h = nn.ModuleList(GPTBlock(d, n_head, bias) for _ in range(n_layer))
+        self.ln_f = nn.LayerNorm(d, bias=bias)
+        self.lm_head = nn.Linear(d, vocab, bias=False)
+        self.lm_head.weight = self.wte.weight
+        self.apply(self._init_weights)
+        for name, p in self.named_parameters():
+            if name.endswith("c_proj.weight") or name.endswith("mlp.2.weight"):
+                nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * n_layer))
+
+    @staticmethod
+    def _init_weights(module: nn.Module) -> None:
+        if isinstance(module, nn.Linear):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1], device=idx.device))
+        for block in self.h:
+            x = block(x)
+        return self.lm_head(self.ln_f(x))
+
+
+def cosine_lr(step: int, max_steps: int, hyper: dict) -> float:
+    lr, warmup = hyper["lr"], hyper["warmup_steps"]
+    if step < warmup:
+        return lr * (step + 1) / warmup
+    progress = min(1.0, (step - warmup) / max(1, max_steps - warmup))
+    floor = lr * hyper["min_lr_ratio"]
+    return floor + 0.5 * (lr - floor) * (1 + math.cos(math.pi * progress))
+
+
+def reference_train(model: GPT, get_batch, steps: int, hyper: dict, on_step=None) -> list[float]:
+    """The standard loop; returns the loss of every step (read once at the end: no host sync per step)."""
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": hyper["weight_decay"]},
+                                   {"params": no_decay, "weight_decay": 0.0}],
+                                  lr=hyper["lr"], betas=(hyper["beta1"], hyper["beta2"]))
+    losses = []
+    model.train()
+    for step in range(steps):
+        for group in optimizer.param_groups:
+            group["lr"] = cosine_lr(step, steps, hyper)
+        x, y = get_batch(step)
+        logits = model(x)
+        loss = F.cross_entropy(logits.view(-1, logits.shape[-1]), y.view(-1))
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), hyper["grad_clip"])
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        losses.append(loss.detach())
+        if on_step is not None:
+            on_step(step)
+    return [float(v) for v in losses]
+
+
+# --------------------------------------------------------------------------- workers (one process per run)
+
+
+def window_batches(store: RandomTokens, batch: int, block: int, seed: int):
+    def get_batch(step: int) -> tuple[torch.Tensor, torch.Tensor]:
+        x, y = store.sample_windows(np.random.default_rng([seed, step]), batch, block)
+        return torch.from_numpy(x), torch.from_numpy(y)
+
+    return get_batch
+
+
+def run_reference(cfg: dict, arm: Arm, steps: int, seed: int) -> dict:
+    store = RandomTokens(cfg["vocab"], N_TOKENS, seed)
+    torch.manual_seed(seed)
+    model = GPT(cfg["vocab"], cfg["block"], cfg["n_layer"], cfg["n_head"], cfg["d_model"], arm.bias)
+    stamps: list[tuple[float, float, float]] = []
+    losses = reference_train(model, window_batches(store, cfg["batch"], cfg["block"], seed), steps, HYPER,
+                             on_step=lambda _: stamps.append(clocks()))
+    return {"stamps": stamps, "mean_loss": float(np.mean(losses)),
+            "n_params": sum(p.numel() for p in model.parameters())}
+
+
+def project_optimizer(kind: str):
+    """The product's make_optimizer, or a foreach/fused AdamW variant of it (a lever under test)."""
+    from assocmem import train
+
+    if kind == "default":
+        return train.make_optimizer
+
+    def variant(model, settings, device):
+        optimizer = train.make_optimizer(model, settings, device)
+        return torch.optim.AdamW(optimizer.param_groups, lr=settings.lr, betas=(settings.beta1, settings.beta2),
+                                 **{kind: True})
+
+    return variant
+
+
+def run_project(cfg: dict, arm: Arm, steps: int, seed: int, workdir: Path) -> dict:
+    import pandas as pd
+
+    from assocmem import train
+    from assocmem.model import ModelConfig
+
+    store = RandomTokens(cfg["vocab"], N_TOKENS, seed)
+    settings = train.TrainSettings(batch_size=cfg["batch"], micro_batch_size=None, max_steps=steps,
+                                   eval_interval=steps, eval_batches=1, checkpoint_interval=10 * steps, device="cpu",
+                                   compile=arm.compile, **HYPER)
+    model_config = ModelConfig(vocab_size=cfg["vocab"], n_layer=cfg["n_layer"], d_model=cfg["d_model"],
+                               n_head=cfg["n_head"], d_ff=4 * cfg["d_model"], max_len=cfg["block"], bias=arm.bias)
+    train.make_optimizer = project_optimizer(arm.optimizer)
+    job = train.TrainJob(run_dir=workdir / "run", model_config=model_config, settings=settings,
+                         train_batches=train.WindowBatches(store, cfg["batch"], cfg["block"], seed),
+                         eval_sets={"val": train.fixed_windows(store, 1, cfg["batch"], cfg["block"], seed)},
+                         seed=seed, tokens_per_sequence=float(cfg["block"]))
+    stamps: list[tuple[float, float, float]] = []
+    summary = job.run(on_step=lambda _: stamps.append(clocks()))
+    metrics = pd.read_csv(workdir / "run" / "metrics.csv")
+    return {"stamps": stamps, "mean_loss": float(metrics["train_loss"].iloc[-1]), "n_params": summary["n_params"]}
+
+
+def clocks() -> tuple[float, float, float]:
+    """(wall, CPU time, minor page faults) of this process. CPU time and page faults are less sensitive than
+    wall time to other jobs on a shared machine."""
+    return time.perf_counter(), time.process_time(), float(resource.getrusage(resource.RUSAGE_SELF).ru_minflt)
+
+
+def run_peak(seconds: float = 1.0, size: int = 2048) -> dict:
+    """Best fp32 GEMM rate (FLOP/s) of short bursts: the denominator of MFU."""
+    a, b = torch.randn(size, size), torch.randn(size, size)
+    a @ b
+    best, start = 0.0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        t0 = time.perf_counter()
+        a @ b
+        best = max(best, 2.0 * size**3 / (time.perf_counter() - t0))
+    return {"peak_flops": best}
+
+
+def worker(spec: dict) -> None:
+    torch.set_num_threads(spec["threads"])
+    os.environ["OMP_NUM_THREADS"] = str(spec["threads"])
+    if spec["arm"] == "peak":
+        result = run_peak()
+    else:
+        arm, cfg = ARMS[spec["arm"]], CONFIGS[spec["config"]]
+        start = time.perf_counter()
+        with tempfile.TemporaryDirectory() as tmp:
+            if arm.kind == "reference":
+                result = run_reference(cfg, arm, spec["steps"], spec["seed"])
+            else:
+                result = run_project(cfg, arm, spec["steps"], spec["seed"], Path(tmp))
+        result["first_step_s"] = result["stamps"][0][0] - start
+    print("RESULT " + json.dumps(result))
+
+
+# --------------------------------------------------------------------------- the driver
+
+
+def product_malloc_tunables() -> str:
+    """GLIBC_TUNABLES as the rules set it (the shell.prefix statement of workflow/rules/common.smk)."""
+    text = (REPO / "workflow" / "rules" / "common.smk").read_text()
+    prefix = text[text.index("shell.prefix("):]
+    tunables = re.findall(r"glibc\.malloc\.\w+=\d+", prefix[:prefix.index("\n)")])
+    if not tunables:
+        raise SystemExit("workflow/rules/common.smk sets no GLIBC_TUNABLES in its shell.prefix")
+    return ":".join(tunables)
+
+
+def launch(spec: dict, malloc: str | None, cache_dir: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if k != "GLIBC_TUNABLES"}
+    env.update({"TORCHINDUCTOR_CACHE_DIR": cache_dir, "PYTHONPATH": str(REPO / "src")})
+    if malloc:
+        env["GLIBC_TUNABLES"] = malloc
+    run = subprocess.run([sys.executable, __file__, "--worker", json.dumps(spec)], env=env, capture_output=True,
+                         text=True, check=False)
+    lines = [line for line in run.stdout.splitlines() if line.startswith("RESULT ")]
+    if run.returncode or not lines:
+        raise SystemExit(f"worker {spec} failed:\n{run.stderr[-3000:]}")
+    return json.loads(lines[-1][len("RESULT "):])
+
+
+def tokens_per_s(stamps: list[list[float]], warmup: int, tokens_per_step: int, clock: int = 0) -> float:
+    """Over steps warmup+1 .. last-1 (the last one also evaluates, checkpoints and saves), per second of wall
+    time (clock 0) or of the process's CPU time (clock 1)."""
+    timed = stamps[warmup:-1]
+    return tokens_per_step * (len(timed) - 1) / (timed[-1][clock] - timed[0][clock])
+
+
+@dataclass
+class ArmRuns:
+    wall: list[float]  # tokens/s per round, wall clock
+    cpu: list[float]  # tokens/s per round, per CPU-second of the process
+    faults: list[float]  # minor page faults per step
+    loss: list[float]
+    first_step: list[float]
+    n_params: int = 0
+
+
+def bench(config: str, arms: list[str], rounds: int, steps: int, warmup: int, threads: int, seed: int,
+          malloc: str) -> None:
+    cfg = CONFIGS[config]
+    tokens_per_step = cfg["batch"] * cfg["block"]
+    runs = {arm: ArmRuns([], [], [], [], []) for arm in arms}
+    peaks, loads = [], []
+    with tempfile.TemporaryDirectory() as cache_dir:  # torch.compile cache: cold in round 1, warm after
+        for round_ in range(rounds):
+            order = arms[round_ % len(arms):] + arms[:round_ % len(arms)]
+            peaks.append(launch({"arm": "peak", "threads": threads}, None, cache_dir)["peak_flops"])
+            for arm in order:
+                spec = {"arm": arm, "config": config, "steps": steps, "seed": seed, "threads": threads}
+                result = launch(spec, malloc if ARMS[arm].malloc else None, cache_dir)
+                runs[arm].wall.append(tokens_per_s(result["stamps"], warmup, tokens_per_step, clock=0))
+                runs[arm].cpu.append(tokens_per_s(result["stamps"], warmup, tokens_per_step, clock=1))
+                timed = result["stamps"][warmup:-1]
+                runs[arm].faults.append((timed[-1][2] - timed[0][2]) / (len(timed) - 1))
+                runs[arm].loss.append(result["mean_loss"])
+                runs[arm].first_step.append(result["first_step_s"])
+                runs[arm].n_params = result["n_params"]
+            loads.append(os.getloadavg()[0])
+            print(f"  round {round_ + 1}/{rounds} done (1-min load average {loads[-1]:.2f})", flush=True)
+    report(cfg, config, arms, runs, peaks, malloc, loads)
+
+
+def report(cfg: dict, config: str, arms: list[str], runs: dict[str, ArmRuns], peaks: list[float], malloc: str,
+           loads: list[float]) -> None:
+    from assocmem.model import ModelConfig, flops_per_token
+
+    print(f"\n== {config}: {cfg['n_layer']}L/{cfg['n_head']}H/d{cfg['d_model']}/T{cfg['block']}/B{cfg['batch']}/"
+          f"V{cfg['vocab']}, fp32; GEMM peak {min(peaks) / 1e9:.1f}-{max(peaks) / 1e9:.1f} GFLOP/s (2048^3, "
+          f"once per round); load average after each round {', '.join(f'{x:.2f}' for x in loads)}")
+    print(f"   +malloc arms run with GLIBC_TUNABLES={malloc}")
+    base = "reference" if "reference" in arms else arms[0]
+    print(f"{'arm':31s} {'tokens/s (wall)':>16s} {'x ' + base:>11s} {'best/best':>9s} {'x (CPU time)':>12s} "
+          f"{'MFU':>10s} {'1st step':>8s} {'faults/step':>11s} {'mean loss':>10s}")
+    for arm in arms:
+        r, b = runs[arm], runs[base]
+        spec = ModelConfig(vocab_size=cfg["vocab"], n_layer=cfg["n_layer"], d_model=cfg["d_model"],
+                           n_head=cfg["n_head"], d_ff=4 * cfg["d_model"], max_len=cfg["block"], bias=ARMS[arm].bias)
+        flops = flops_per_token(spec, cfg["block"], r.n_params)
+        wall = [x / y for x, y in zip(r.wall, b.wall, strict=True)]
+        cpu = [x / y for x, y in zip(r.cpu, b.cpu, strict=True)]
+        mfu = [x * flops / p for x, p in zip(r.wall, peaks, strict=True)]
+        print(f"{arm:31s} {min(r.wall):7.0f}-{max(r.wall):<8.0f} {min(wall):5.2f}-{max(wall):<5.2f} "
+              f"{max(r.wall) / max(b.wall):9.2f} {min(cpu):6.2f}-{max(cpu):<5.2f} {min(mfu):4.2f}-{max(mfu):<5.2f} "
+              f"{np.median(r.first_step):7.1f}s {np.median(r.faults):11.0f} {np.mean(r.loss):10.5f}")
+    print("   (min-max over rounds of the per-round ratio; best/best: ratio of the best rounds; MFU: 6N + 12LdT "
+          "FLOPs per token over the GEMM peak of the same round; 1st step: process start to the end of step 1)")
+    for arm in arms:
+        twin = next((a for a in arms if ARMS[a].kind != ARMS[arm].kind and ARMS[a].bias == ARMS[arm].bias), None)
+        if ARMS[arm].kind == "project" and twin is not None:
+            gap = max(abs(x - y) for x, y in zip(runs[arm].loss, runs[twin].loss, strict=True))
+            print(f"   mean-loss gap {arm} vs {twin}: {gap:.2e} (same seed, batches and initial weights)")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--config", choices=sorted(CONFIGS), default="small")
+    parser.add_argument("--arms", default=DEFAULT_ARMS, help=f"comma-separated, from: {', '.join(ARMS)}")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=60, help="steps per run, warm-up included")
+    parser.add_argument("--warmup", type=int, default=15, help="steps dropped from the timing")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--malloc", help="GLIBC_TUNABLES of the +malloc arms (default: the rules' value)")
+    parser.add_argument("--quick", action="store_true", help="tiny model, 1 round, 2 arms")
+    args = parser.parse_args(argv)
+    if args.worker:
+        worker(json.loads(args.worker))
+        return
+    if args.quick:
+        args.config, args.rounds, args.steps, args.warmup, args.arms = "quick", 1, 20, 5, "reference,project-nobias"
+    arms = args.arms.split(",")
+    unknown = [a for a in arms if a not in ARMS]
+    if unknown or args.steps < args.warmup + 3:
+        raise SystemExit(f"unknown arms {unknown}, or --steps not above --warmup + 2")
+    print(f"torch {torch.__version__}, {args.threads} threads, {args.rounds} rounds x {len(arms)} arms, "
+          f"{args.steps} steps ({args.warmup} warm-up dropped), load average {os.getloadavg()}")
+    malloc = args.malloc or product_malloc_tunables()
+    bench(args.config, arms, args.rounds, args.steps, args.warmup, args.threads, args.seed, malloc)
+
+
+if __name__ == "__main__":
+    main()
