@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from assocmem import config as config_module
-from assocmem.config import ConfigError, load_schema
+from assocmem.config import ConfigError, load_schema, run_settings
 from assocmem.layout import subset_name
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -27,7 +27,7 @@ def minimal() -> dict:
 
 
 def test_shipped_configs_validate():
-    for name in ("config.yaml", "test.yaml", "paper.yaml"):
+    for name in ("config.yaml", "test.yaml", "paper.yaml", "scaling.yaml", "sweep_test.yaml"):
         cfg = load_config(ROOT / "config" / name)
         assert cfg["experiments"]
 
@@ -63,7 +63,12 @@ def test_input_not_mutated():
         (lambda c: c["experiments"]["qf"]["models"]["m"].update(n_head=3),
          "experiments.qf.models.m.n_head: must divide d_model"),
         (lambda c: c["experiments"]["qf"].update(train={"batch_size": 8, "micro_batch_size": 3}),
-         "experiments.qf.train.micro_batch_size: must divide batch_size"),
+         "experiments.qf.train.micro_batch_size: must divide train.batch_size (8 % 3 != 0)"),
+        (lambda c: (c["experiments"]["qf"].update(train={"batch_size": 8, "micro_batch_size": 4}),
+                    c["experiments"]["qf"]["models"]["m"].update(train={"batch_size": 6})),
+         "experiments.qf.train.micro_batch_size: must divide models.m.train.batch_size (6 % 4 != 0)"),
+        (lambda c: c["experiments"]["qf"]["models"]["m"].update(train={"eval_interval": 5}),
+         "experiments.qf.models.m.train: unknown key 'eval_interval'"),
         (lambda c: c.update(seed="x"), "seed: 'x' is not of type 'integer'"),
     ],
 )
@@ -91,3 +96,13 @@ def test_subset_names():
     assert subset_name(1.0) == "pct100"
     assert subset_name(0.01) == "pct1"
     assert subset_name(0.001) == "pct0.1"
+
+
+def test_per_model_train_overrides_apply_to_that_model_only():
+    cfg = minimal()
+    cfg["experiments"]["qf"]["models"]["deep"] = {"n_layer": 4, "d_model": 8, "n_head": 2, "train": {"lr": 5e-4}}
+    exp = validate_config(cfg)["experiments"]["qf"]
+    spec, train = run_settings(exp, "deep.s1")  # a sweep replicate label resolves to its model
+    assert train["lr"] == 5e-4 and "train" not in spec and spec["n_layer"] == 4
+    assert run_settings(exp, "m")[1]["lr"] == exp["train"]["lr"] == 1e-3
+    assert train["max_steps"] == exp["train"]["max_steps"]  # everything else is the experiment's

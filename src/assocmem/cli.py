@@ -5,6 +5,7 @@ subcommand ``x-y``, which calls :func:`assocmem.stages.x_y` with its params and 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -64,10 +65,36 @@ def parse_params(text: str) -> dict[str, Any]:
     return params
 
 
-def run_stage(args: argparse.Namespace) -> None:
+# stages that run once per model and subset: their status line names the job, e.g. "train L4/pct100"
+PER_RUN_DIR = {"train": "run_dir", "activations": "out_dir", "pretrained_activations": "out_dir",
+               "neighbours": "out_dir"}
+
+
+def run_stage(args: argparse.Namespace) -> str:
+    """Run one stage; return its one-line result (the key number), named after the job."""
     func, paths, _ = STAGES[args.stage]
     params = {**parse_params(args.params), "threads": args.threads}
-    func(params, *(getattr(args, arg.rstrip("?").replace("-", "_")) for arg in paths))
+    result = func(params, *(getattr(args, arg.rstrip("?").replace("-", "_")) for arg in paths))
+    job = args.stage
+    if args.stage.replace("-", "_") in PER_RUN_DIR:
+        job += " " + "/".join(getattr(args, PER_RUN_DIR[args.stage.replace("-", "_")]).parts[-2:])
+    return f"{job}: {result}" if result else job
+
+
+def announce(line: str) -> None:
+    """Log ``line`` and, when the rule environment opened a status descriptor (ASSOCMEM_STATUS_FD, the
+    terminal's stderr before the rule sent stdout and stderr to its log file), print it there too."""
+    log.info("%s", line)
+    fd = os.environ.get("ASSOCMEM_STATUS_FD")
+    if fd is None or not fd.isdigit():
+        return
+    with contextlib.suppress(OSError):  # not open in this process: the line is in the log anyway
+        os.write(int(fd), f"assocmem: {line}\n".encode())
+
+
+def format_duration(seconds: float) -> str:
+    minutes, secs = divmod(round(seconds), 60)
+    return f"{minutes} m {secs:02d} s" if minutes else f"{seconds:.1f} s"
 
 
 def _print_config(path: Path, schema: Path) -> None:
@@ -110,6 +137,8 @@ def run_snakemake(snakemake_args: list[str]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # faiss's loader logs each optional SIMD build it probes for and does not find as an INFO traceback
+    logging.getLogger("faiss.loader").setLevel(logging.WARNING)
     argv = sys.argv[1:] if argv is None else argv
     # `run` passes everything after it to snakemake untouched (argparse would try to read its options)
     args = argparse.Namespace(stage="run") if argv[:1] == ["run"] else build_parser().parse_args(argv)
@@ -117,12 +146,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.stage == "validate-config":
             _print_config(args.config, args.schema)
-        elif args.stage == "run":
+            return 0
+        if args.stage == "run":
             run_snakemake(argv[1:])
-        else:
-            run_stage(args)
+        line = run_stage(args)
     except AssocmemError as err:
         print(f"assocmem {args.stage}: error: {err}", file=sys.stderr)
         return 2
-    log.info("stage %s finished in %.1f s", args.stage, time.perf_counter() - start)
+    announce(f"{line} in {format_duration(time.perf_counter() - start)}")
     return 0

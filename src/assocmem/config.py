@@ -128,11 +128,12 @@ def _model_problems(prefix: str, exp: dict[str, Any]) -> list[str]:
             if exp["activations"]["chunk_len"] > context:
                 problems.append(f"{prefix}.activations.chunk_len: {exp['activations']['chunk_len']} exceeds the "
                                 f"context of model {name} ({context} = max(max_len, train.block_size))")
-    train = exp["train"]
-    micro = train["micro_batch_size"]
-    if micro is not None and train["batch_size"] % micro:
-        problems.append(f"{prefix}.train.micro_batch_size: must divide batch_size "
-                        f"({train['batch_size']} % {micro} != 0)")
+    micro = exp["train"]["micro_batch_size"]
+    batches = {"train.batch_size": exp["train"]["batch_size"]}
+    batches.update({f"models.{name}.train.batch_size": spec["train"]["batch_size"]
+                    for name, spec in exp["models"].items() if "batch_size" in spec.get("train", {})})
+    problems += [f"{prefix}.train.micro_batch_size: must divide {key} ({batch} % {micro} != 0)"
+                 for key, batch in batches.items() if micro is not None and batch % micro]
     return problems
 
 
@@ -168,3 +169,14 @@ def load_config(path: str | Path, schema: dict[str, Any]) -> dict[str, Any]:
     except UnicodeDecodeError as err:
         raise ConfigError(f"config file {path} is not UTF-8 text: {err}") from err
     return validate_config(raw or {}, schema)
+
+
+def run_settings(exp: dict[str, Any], model: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(model spec, train settings) of one model of a validated experiment: the experiment's ``train`` keys
+    with the model's own ``train`` overrides (e.g. a per-size learning rate) applied. ``model`` may be a sweep
+    replicate label (``<model>.s<k>``)."""
+    from assocmem.layout import parse_replicate
+
+    spec = dict(exp["models"][parse_replicate(model)[0]])
+    overrides = spec.pop("train", None) or {}
+    return spec, {**exp["train"], **overrides}

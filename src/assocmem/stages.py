@@ -14,7 +14,7 @@ from assocmem.io import load_npy, read_json, write_csv, write_json, write_parque
 from assocmem.runtime import set_threads
 
 
-def generate_data(params: dict[str, Any], out_dir: Path) -> None:
+def generate_data(params: dict[str, Any], out_dir: Path) -> str:
     """Question-Formation splits: sampled from the grammar (fitted or published weights), or McCoy's files."""
     from assocmem.qf import download, generate
 
@@ -25,18 +25,21 @@ def generate_data(params: dict[str, Any], out_dir: Path) -> None:
     else:
         manifest = download.fetch_qf(dataset["download"], out_dir)
     write_json(out_dir / "manifest.json", {**manifest, "source": dataset["source"]})
+    return f"{'generated' if dataset['source'] == 'generate' else 'downloaded'} the splits into {out_dir}"
 
 
-def data_audit(params: dict[str, Any], raw_dir: Path, floor_out: Path, compare_out: Path) -> None:
+def data_audit(params: dict[str, Any], raw_dir: Path, floor_out: Path, compare_out: Path) -> str:
     """Entropy floors of the generator and of McCoy's real files; fidelity of our data to McCoy's."""
     from assocmem.qf.fit import audit_reference
     from assocmem.qf.floor import audit_floors
 
-    write_json(floor_out, audit_floors(params, raw_dir))
+    floors = audit_floors(params, raw_dir)
+    write_json(floor_out, floors)
     write_json(compare_out, audit_reference(raw_dir / "question.train", params))
+    return f"entropy floor of the training data {floors['train']['floor_nats_per_token']:.4f} nats/token (with <eos>)"
 
 
-def tokenize(params: dict[str, Any], out_dir: Path, raw_dir: Path | None) -> None:
+def tokenize(params: dict[str, Any], out_dir: Path, raw_dir: Path | None) -> str:
     """Normalise the data into the token store: QF files word by word, a text corpus with its tokenizer."""
     if params["dataset"]["name"] == "question_formation":
         from assocmem.qf.tokenize import tokenize_qf_dir
@@ -47,22 +50,29 @@ def tokenize(params: dict[str, Any], out_dir: Path, raw_dir: Path | None) -> Non
 
         # worker processes = the rule's threads (num_proc), which never change the tokens
         tokenize_text_corpus({**params["dataset"], "num_proc": params["threads"]}, params["seed"], out_dir)
+    meta = read_json(out_dir / "meta.json")
+    return f"vocabulary of {meta['vocab_size']} tokens into {out_dir}"
 
 
-def subsets(params: dict[str, Any], store_dir: Path, out_dir: Path) -> None:
+def subsets(params: dict[str, Any], store_dir: Path, out_dir: Path) -> str:
     from assocmem.subsets import make_subset
 
     make_subset(store_dir, params["fraction"], by=params["by"], out_dir=out_dir)
+    return f"{out_dir.name}: the first {100 * params['fraction']:g}% of the training split"
 
 
-def train(params: dict[str, Any], store_dir: Path, run_dir: Path) -> None:
+def train(params: dict[str, Any], store_dir: Path, run_dir: Path) -> str:
     from assocmem.train import build_job
 
     set_threads(params["threads"])
-    build_job(params["train"], params["model"], params["seed"], store_dir, run_dir).run()
+    summary = build_job(params["train"], params["model"], params["seed"], store_dir, run_dir).run()
+    if not summary:  # a DDP rank other than 0
+        return ""
+    return (f"val CE {summary['final']['val_ce']:.3f} (best {summary['best_val_ce']:.3f} at step "
+            f"{summary['best_step']}), train CE {summary['final']['train_loss']:.3f} after {summary['steps']} steps")
 
 
-def activations(params: dict[str, Any], model_path: Path, store_dir: Path, out_dir: Path) -> None:
+def activations(params: dict[str, Any], model_path: Path, store_dir: Path, out_dir: Path) -> str:
     from assocmem.activations import dump_activations
     from assocmem.runtime import resolve_device
     from assocmem.train import load_model
@@ -73,17 +83,25 @@ def activations(params: dict[str, Any], model_path: Path, store_dir: Path, out_d
     dump_activations(load_model(model_path, device), store_dir, out_dir, heldout_split=acts["heldout_split"],
                      n_chunks=acts["n_chunks"], chunk_len=acts["chunk_len"], layers=acts["layers"],
                      batch_size=acts["batch_size"], seed=params["seed"], label=params.get("label", ""))
+    return _activation_shape(out_dir)
 
 
-def pretrained_activations(params: dict[str, Any], store_dir: Path, out_dir: Path) -> None:
+def _activation_shape(out_dir: Path) -> str:
+    meta = read_json(out_dir / "meta.json")
+    chunks = ", ".join(f"{split['n_chunks']} {name}" for name, split in meta["splits"].items())
+    return f"{chunks} chunks x {len(meta['layers'])} layers x d={meta['d_model']}"
+
+
+def pretrained_activations(params: dict[str, Any], store_dir: Path, out_dir: Path) -> str:
     from assocmem.hf_activations import dump_pretrained
 
     set_threads(params["threads"])
     spec = {**params["pretrained"], "device": params["activations"]["device"]}
     dump_pretrained(spec, params["activations"], params["seed"], store_dir, out_dir)
+    return _activation_shape(out_dir)
 
 
-def neighbours(params: dict[str, Any], act_dir: Path, out_dir: Path) -> None:
+def neighbours(params: dict[str, Any], act_dir: Path, out_dir: Path) -> str:
     from assocmem.neighbours import search_activations
 
     set_threads(params["threads"])
@@ -96,9 +114,16 @@ def neighbours(params: dict[str, Any], act_dir: Path, out_dir: Path) -> None:
     write_parquet(out_dir / "self.parquet", self_df)
     write_parquet(out_dir / "heldout.parquet", held_df)
     write_csv(out_dir / "summary.csv", summary)
+    last = summary[(summary["protocol"] == "self") & (summary["layer"] == meta["layers"][-1])]
+    last = last[last["fraction"] == last["fraction"].max()]
+    return f"mean NN distance of the last layer ({meta['layers'][-1]}) {float(last['mean'].iloc[0]):.3g}"
 
 
-def report(params: dict[str, Any], results_dir: Path, out_dir: Path) -> None:
+def report(params: dict[str, Any], results_dir: Path, out_dir: Path) -> str:
+    from collections import Counter
+
     from assocmem.report.build import build_report
 
     build_report(params, results_dir, out_dir)
+    verdicts = Counter(check["verdict"] for check in read_json(out_dir / "checks.json")["checks"])
+    return f"{out_dir / 'index.html'}: " + ", ".join(f"{n} {verdict}" for verdict, n in sorted(verdicts.items()))

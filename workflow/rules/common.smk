@@ -2,7 +2,7 @@
 import json
 
 from assocmem import layout
-from assocmem.config import ConfigError, load_schema, validate_config
+from assocmem.config import ConfigError, load_schema, run_settings, validate_config
 from assocmem.qf.generate import SPLITS as QF_SPLITS
 from snakemake.exceptions import WorkflowError
 
@@ -26,6 +26,9 @@ PRETRAINED = layout.PRETRAINED_SUBSET
 # (the installed one, or workflow/envs/assocmem.yaml under --use-conda).
 shell.prefix(
     f"export PYTHONPATH={Path(workflow.basedir) / 'src'}${{{{PYTHONPATH:+:$PYTHONPATH}}}}; "
+    # fd 3 keeps the terminal (snakemake's stderr) after a rule sends stdout and stderr to its log file, so
+    # every stage prints one line with its key number there when it finishes
+    "exec 3>&2; export ASSOCMEM_STATUS_FD=3; "
     # glibc malloc keeps freed tensor memory instead of unmapping and re-faulting it every training step
     # (benchmarks/README.md); glibc reads this at process start, so it is set here. A user's value wins.
     f"export GLIBC_TUNABLES=${{{{GLIBC_TUNABLES:-glibc.malloc.mmap_threshold=33554432:"
@@ -156,12 +159,12 @@ def subset_params(w):
 
 def train_params(w):
     exp = EXPS[w.exp]
-    model, replicate = layout.parse_replicate(w.model)
+    spec, train = run_settings(exp, w.model)
     return as_json(
         {
-            "model": exp["models"][model],
-            "train": exp["train"],
-            "seed": layout.replicate_seed(config["seed"], replicate),
+            "model": spec,
+            "train": train,
+            "seed": layout.replicate_seed(config["seed"], layout.parse_replicate(w.model)[1]),
         }
     )
 

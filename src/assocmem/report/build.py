@@ -138,6 +138,11 @@ def training_section(exp: Experiment, fig_dir: Path) -> Section:
         f"warmup steps then cosine decay to {train['min_lr_ratio']}×; {train['max_steps']} steps; "
         f"precision {train['precision']}. Train loss is the running mean since the previous evaluation; "
         "'train CE (fixed sample)' and val CE are evaluated on fixed batches.")
+    overrides = {name: spec["train"] for name, spec in exp.config["models"].items() if spec.get("train")}
+    if overrides:
+        section.paragraphs.append("Per-model overrides of these settings: " + "; ".join(
+            f"{name}: " + ", ".join(f"{key} {value}" for key, value in keys.items())
+            for name, keys in overrides.items()) + ".")
     return section
 
 

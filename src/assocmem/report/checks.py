@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from assocmem import layout
+from assocmem.config import run_settings
 from assocmem.io import AssocmemError
 from assocmem.report import claims, convergence
 from assocmem.report.artifacts import Experiment, Run
@@ -93,8 +94,9 @@ def run_convergence(exp: Experiment, run: Run, seed: int) -> convergence.Converg
     if "val_ce_se" in run.metrics.columns and pd.notna(run.metrics["val_ce_se"].iloc[-1]):
         return convergence.assess(run.label, run.metrics, float(run.metrics["val_ce_se"].iloc[-1]))
     model_path, store_dir = _paths(run)
-    rows = _eval_rows(str(model_path), str(store_dir), json.dumps(exp.config["train"], sort_keys=True),
-                      json.dumps(exp.config["models"][run.model], sort_keys=True), seed)
+    spec, train = run_settings(exp.config, run.model)
+    rows = _eval_rows(str(model_path), str(store_dir), json.dumps(train, sort_keys=True),
+                      json.dumps(spec, sort_keys=True), seed)
     return convergence.assess_with_noise(run.label, run.metrics, *rows)
 
 
