@@ -68,7 +68,7 @@ def test_input_not_mutated():
                     c["experiments"]["qf"]["models"]["m"].update(train={"batch_size": 6})),
          "experiments.qf.train.micro_batch_size: must divide models.m.train.batch_size (6 % 4 != 0)"),
         (lambda c: c["experiments"]["qf"]["models"]["m"].update(train={"eval_interval": 5}),
-         "experiments.qf.models.m.train: unknown key 'eval_interval'"),
+         "experiments.qf.models.m.train: unknown key (Additional properties are not allowed ('eval_interval'"),
         (lambda c: c.update(seed="x"), "seed: 'x' is not of type 'integer'"),
     ],
 )
