@@ -38,7 +38,7 @@ def tokenizer_spec(dataset: dict[str, Any], out_dir: Path) -> dict[str, Any]:
         return {"kind": "tiktoken", "encoding": tok["name"]}
     if tok["kind"] == "hf":
         return {"kind": "hf", "name": tok["name"]}
-    return {"kind": "bytelevel_bpe", "path": str(out_dir / "tokenizer.json"), "vocab_size": tok["vocab_size"]}
+    return {"kind": "bytelevel_bpe", "path": "tokenizer.json", "vocab_size": tok["vocab_size"]}  # in the store
 
 
 def tokenize_text_corpus(dataset_cfg: dict[str, Any], seed: int, out_dir: Path) -> dict[str, Any]:

@@ -84,5 +84,5 @@ def tokenize_qf_dir(raw_dir: Path, out_dir: Path) -> dict[str, Any]:
     if not files:
         raise AssocmemError(f"no question.* files found in {raw_dir}")
     tokenize_qf(files, out_dir)
-    return {"kind": "question_formation", "files": {split: {"path": str(path), "sha256": sha256_file(path)}
+    return {"kind": "question_formation", "files": {split: {"path": path.name, "sha256": sha256_file(path)}
                                                      for split, path in files.items()}}
