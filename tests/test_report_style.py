@@ -170,7 +170,7 @@ def test_training_curves_caption_names_both_horizontal_lines(experiment, tmp_pat
     labels = [t.get_text() for t in left.get_yticklabels() + left.get_yticklabels(minor=True)]
     assert any(labels) and not any("×" in label or "$" in label for label in labels)
     lines = {line.get_label(): line for line in left.get_lines()}
-    floor, paper = lines["exact entropy floor 0.9962"], lines[style.PAPER_FLOOR.label]
+    floor, paper = lines["exact entropy floor 0.9962 (loss incl. <eos>)"], lines[style.PAPER_FLOOR.label]
     assert (floor.get_color(), floor.get_linestyle()) != (paper.get_color(), paper.get_linestyle())
     plt.close(fig)
 

@@ -41,7 +41,7 @@ def training_curves(exp: Experiment, out_dir: Path) -> PathAndCaption:
             ax.plot(m["step"], m["val_ce"], color=colours[run.subset], linestyle=style.VALIDATION_LINESTYLE,
                     label=f"{run.subset} validation")
         if floor is not None:
-            style.EXACT_FLOOR.hline(ax, floor, label=f"exact entropy floor {floor:.4f}")
+            style.EXACT_FLOOR.hline(ax, floor, label=f"exact entropy floor {floor:.4f} (loss incl. <eos>)")
         style.PAPER_FLOOR.hline(ax, 1.0)
         ax.set_title(f"{exp.name}: {model}")
         ax.set_xlabel("optimizer step")
@@ -50,7 +50,8 @@ def training_curves(exp: Experiment, out_dir: Path) -> PathAndCaption:
     style.legend_outside(fig)
     path = save_figure(fig, out_dir, f"training_curves_{exp.name}")[0]
     floor_text = (f"{style.EXACT_FLOOR.describe()}: exact entropy floor of the training distribution "
-                  f"({floor:.4f} nats/token); " if floor is not None else "")
+                  f"({floor:.4f} nats/token, the mean over all target tokens including <eos>, as in the loss); "
+                  if floor is not None else "")
     caption = (f"Training (solid) and validation (dashed) cross-entropy, one colour per subset; {floor_text}"
                f"{style.PAPER_FLOOR.describe()}: the paper's floor $L \\approx 1$. Log scale.")
     return path, caption
