@@ -107,22 +107,10 @@ def sync_playwright() -> Any:
 
 
 @pytest.fixture(scope="module")
-def report_dir(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The tiny pipeline's report directory: ASSOCMEM_REPORT_DIR, else the session's shared tiny run
-    (conftest ``tiny_run``) where there is one, else a run of its own."""
+def report_dir(request: pytest.FixtureRequest) -> Path:
+    """The tiny pipeline's report directory: ASSOCMEM_REPORT_DIR, else the session's shared tiny run (conftest)."""
     given = os.environ.get("ASSOCMEM_REPORT_DIR")
-    if given:
-        return Path(given)
-    try:
-        return request.getfixturevalue("tiny_run") / "results" / "report"
-    except pytest.FixtureLookupError:
-        pass
-    workdir = tmp_path_factory.mktemp("browser")
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(workdir),
-           "--configfile", str(ROOT / "config" / "test.yaml"), "--cores", "2", "-q"]
-    result = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
-    assert result.returncode == 0, f"tiny pipeline failed:\n{result.stdout[-3000:]}\n{result.stderr[-5000:]}"
-    return workdir / "results" / "report"
+    return Path(given) if given else request.getfixturevalue("tiny_run") / "results" / "report"
 
 
 @pytest.fixture(scope="module")

@@ -75,9 +75,8 @@ def run_stage(args: argparse.Namespace) -> str:
     func, paths, _ = STAGES[args.stage]
     params = {**parse_params(args.params), "threads": args.threads}
     result = func(params, *(getattr(args, arg.rstrip("?").replace("-", "_")) for arg in paths))
-    job = args.stage
-    if args.stage.replace("-", "_") in PER_RUN_DIR:
-        job += " " + "/".join(getattr(args, PER_RUN_DIR[args.stage.replace("-", "_")]).parts[-2:])
+    run_dir = PER_RUN_DIR.get(func.__name__)
+    job = args.stage if run_dir is None else f"{args.stage} {'/'.join(getattr(args, run_dir).parts[-2:])}"
     return f"{job}: {result}" if result else job
 
 

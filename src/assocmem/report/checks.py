@@ -91,8 +91,6 @@ def run_convergence(exp: Experiment, run: Run, seed: int) -> convergence.Converg
     (QF: exactly the training job's validation rows; windowed corpora: a ``seed``-ed sample of the same size)."""
     if not run.trained:
         return convergence.pretrained(run.label)
-    if "val_ce_se" in run.metrics.columns and pd.notna(run.metrics["val_ce_se"].iloc[-1]):
-        return convergence.assess(run.label, run.metrics, float(run.metrics["val_ce_se"].iloc[-1]))
     model_path, store_dir = _paths(run)
     spec, train = run_settings(exp.config, run.model)
     rows = _eval_rows(str(model_path), str(store_dir), json.dumps(train, sort_keys=True),
