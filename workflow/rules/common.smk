@@ -164,7 +164,9 @@ def train_params(w):
         {
             "model": spec,
             "train": train,
-            "seed": layout.replicate_seed(config["seed"], layout.parse_replicate(w.model)[1]),
+            "seed": layout.replicate_seed(
+                config["seed"], layout.parse_replicate(w.model)[1]
+            ),
         }
     )
 
