@@ -24,6 +24,7 @@ rule activations:
         runtime=60,
         gpu=lambda w: gpus_for(EXPS[w.exp]["activations"]["device"]),
     params:
+        code=stage_code("activations"),
         spec=activation_params,
         store_dir=parent_dir("in.subset"),
         out_dir=parent_dir("out.meta"),
@@ -58,6 +59,7 @@ rule pretrained_activations:
         runtime=240,
         gpu=lambda w: gpus_for(EXPS[w.exp]["activations"]["device"]),
     params:
+        code=stage_code("pretrained_activations"),
         spec=pretrained_params,
         store_dir=parent_dir("in.store"),
         out_dir=parent_dir("out.meta"),

@@ -1,7 +1,12 @@
 # Config validation and every input, param and path function the rules use; the rule files stay declarative.
 import json
+import sys
+
+# this checkout's package, whatever else is installed: the DAG, the code digests and the jobs use one source
+sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
 from assocmem import layout
+from assocmem.codehash import code_digest
 from assocmem.config import ConfigError, load_schema, run_settings, validate_config
 from assocmem.qf.generate import SPLITS as QF_SPLITS
 from snakemake.exceptions import WorkflowError
@@ -36,6 +41,11 @@ shell.prefix(
     # torch.compile (train.compile) caches its kernels under the results directory
     f"export TORCHINDUCTOR_CACHE_DIR=${{{{TORCHINDUCTOR_CACHE_DIR:-{Path(R).resolve() / '.cache' / 'torchinductor'}}}}}; "
 )
+
+
+def stage_code(rule):
+    """params: digest of the code behind a rule's stage (assocmem.codehash), so a code change reruns the job."""
+    return code_digest(rule, root=Path(workflow.basedir) / "src" / "assocmem")
 
 
 def P(name):

@@ -14,6 +14,7 @@ rule generate_data:
         mem_mb=2000,
         runtime=30,
     params:
+        code=stage_code("generate_data"),
         spec=generate_params,
         out_dir=parent_dir("out.manifest"),
     shell:
@@ -40,6 +41,7 @@ rule data_audit:
         mem_mb=2000,
         runtime=30,
     params:
+        code=stage_code("data_audit"),
         spec=audit_params,
         raw_dir=parent_dir("in.manifest"),
     shell:

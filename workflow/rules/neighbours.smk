@@ -20,6 +20,7 @@ rule neighbours:
         runtime=60,
         gpu=lambda w: gpus_for(EXPS[w.exp]["neighbours"]["device"]),
     params:
+        code=stage_code("neighbours"),
         spec=neighbour_params,
         act_dir=parent_dir("in.meta"),
         out_dir=parent_dir("out.summary"),

@@ -23,6 +23,7 @@ rule report:
         mem_mb=4000,
         runtime=30,
     params:
+        code=stage_code("report"),
         spec=as_json({"report": config["report"], "config": config}),
         results_dir=lambda w, output: Path(output.html).parent.parent,
         out_dir=parent_dir("out.html"),

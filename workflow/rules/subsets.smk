@@ -15,6 +15,7 @@ rule subsets:
         mem_mb=1000,
         runtime=10,
     params:
+        code=stage_code("subsets"),
         spec=subset_params,
         store_dir=lambda w, input: Path(input[0]).parent,
         out_dir=lambda w, output: Path(output[0]).parent,

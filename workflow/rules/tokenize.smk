@@ -17,6 +17,7 @@ rule tokenize:
         mem_mb=lambda w: 2000 if is_qf(w.exp) else 8000,
         runtime=lambda w: 30 if is_qf(w.exp) else 720,
     params:
+        code=stage_code("tokenize"),
         spec=tokenize_params,
         raw_dir=raw_dir_arg,
         out_dir=parent_dir("out.meta"),

@@ -21,6 +21,7 @@ rule train:
         runtime=lambda w: 240 if is_qf(w.exp) else 2880,
         gpu=lambda w: EXPS[w.exp]["train"]["gpus"],
     params:
+        code=stage_code("train"),
         spec=train_params,
         store_dir=parent_dir("in.subset"),
         run_dir=parent_dir("out.model"),

@@ -1,0 +1,127 @@
+"""The source a stage runs, and its digest: a cached result is valid only for the code that made it.
+
+Every rule passes ``code_digest(<rule>)`` as a param, so Snakemake (whose default rerun triggers include params)
+reruns a job, and everything downstream of it, when the code behind its stage changes, and only then.
+
+What counts as a stage's code: the stage function of the same name in ``assocmem.stages`` (its own source text)
+plus every ``assocmem`` module it imports, followed transitively through all imports of those modules (lazy ones
+inside functions included), their parent packages, and the data files of every package reached (for example
+``assocmem/data/qf_fitted_grammar.json``). A module named in a string (``resources.files("assocmem.data")``) is
+reached too. ``cli.py`` and ``__main__.py``, which every rule runs, are always part of it. Comments and
+docstrings count: the digest is of the bytes, so a false rerun is possible, a stale result is not.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+from assocmem.io import AssocmemError
+
+PACKAGE = "assocmem"
+PACKAGE_DIR = Path(__file__).resolve().parent
+ENTRY_FILES = ("cli.py", "__main__.py")
+_MODULE_NAME = re.compile(rf"{PACKAGE}(\.\w+)*")
+
+
+def module_file(name: str, root: Path = PACKAGE_DIR) -> Path | None:
+    """The source file of module ``name`` (``assocmem.x.y``) under the package directory, or None."""
+    base = root.joinpath(*name.split(".")[1:])
+    if (base / "__init__.py").is_file():
+        return base / "__init__.py"
+    if base.with_suffix(".py").is_file():
+        return base.with_suffix(".py")
+    return None
+
+
+def _with_parents(name: str) -> list[str]:
+    parts = name.split(".")
+    return [".".join(parts[:i]) for i in range(1, len(parts) + 1)]
+
+
+def _import_base(node: ast.ImportFrom, module: str, is_package: bool) -> str | None:
+    if not node.level:
+        return node.module
+    package = module if is_package else module.rpartition(".")[0]
+    for _ in range(node.level - 1):
+        package = package.rpartition(".")[0]
+    return f"{package}.{node.module}" if node.module else package
+
+
+def references(tree: ast.AST, module: str, is_package: bool) -> set[str]:
+    """Every ``assocmem`` module name that ``tree`` (the source of ``module``) imports or names in a string."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = _import_base(node, module, is_package)
+            if base:
+                names.add(base)
+                names.update(f"{base}.{alias.name}" for alias in node.names)  # a submodule, or a plain name
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and _MODULE_NAME.fullmatch(node.value):
+            names.add(node.value)
+    return {part for name in names if name.split(".")[0] == PACKAGE for part in _with_parents(name)}
+
+
+def module_closure(roots: Iterable[str], root: Path = PACKAGE_DIR) -> dict[str, Path]:
+    """Module name -> source file of ``roots`` and everything they import within the package, transitively."""
+    seen: dict[str, Path] = {}
+    todo = [part for name in roots for part in _with_parents(name)]
+    while todo:
+        name = todo.pop()
+        path = module_file(name, root)
+        if name in seen or path is None:
+            continue
+        seen[name] = path
+        tree = ast.parse(path.read_bytes(), filename=str(path))
+        todo.extend(references(tree, name, path.name == "__init__.py") - seen.keys())
+    return seen
+
+
+def _package_data(package_init: Path) -> list[Path]:
+    """Non-Python files of a package directory, not descending into subpackages or caches."""
+    files = []
+    for path in sorted(package_init.parent.rglob("*")):
+        inside = path.relative_to(package_init.parent).parts[:-1]
+        nested = any((package_init.parent.joinpath(*inside[:i + 1]) / "__init__.py").is_file()
+                     for i in range(len(inside)))
+        if path.is_file() and path.suffix not in (".py", ".pyc") and "__pycache__" not in path.parts and not nested:
+            files.append(path)
+    return files
+
+
+def _stage_function(stage: str, root: Path) -> ast.FunctionDef:
+    stages = root / "stages.py"
+    tree = ast.parse(stages.read_bytes(), filename=str(stages))
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == stage:
+            return node
+    raise AssocmemError(f"{stages} has no stage function {stage!r} (one function per rule, named like the rule)")
+
+
+def stage_files(stage: str, root: Path = PACKAGE_DIR) -> list[Path]:
+    """Every file whose bytes the stage's outputs may depend on (see the module docstring)."""
+    stages_tree = ast.parse((root / "stages.py").read_bytes())
+    module_level = [node for node in stages_tree.body if isinstance(node, ast.Import | ast.ImportFrom)]
+    names = set().union(*(references(node, f"{PACKAGE}.stages", False) for node in
+                          [*module_level, _stage_function(stage, root)]))
+    modules = module_closure(names - {f"{PACKAGE}.stages"}, root)
+    files = set(modules.values()) | {root / name for name in ENTRY_FILES if (root / name).is_file()}
+    for path in list(files):
+        if path.name == "__init__.py":
+            files.update(_package_data(path))
+    return sorted(files)
+
+
+def code_digest(stage: str, root: Path = PACKAGE_DIR) -> str:
+    """sha256 (16 hex digits) of the stage function's source and of every file in ``stage_files``."""
+    digest = hashlib.sha256()
+    digest.update(ast.get_source_segment((root / "stages.py").read_text(), _stage_function(stage, root)).encode())
+    for path in stage_files(stage, root):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0")
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()[:16]
