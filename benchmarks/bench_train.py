@@ -260,11 +260,51 @@ def run_peak(seconds: float = 1.0, size: int = 2048) -> dict:
     return {"peak_flops": best}
 
 
+def step_gemms(cfg: dict) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+    """Operand shapes of every matrix product in one fp32 training step of the bias-free model: per layer the
+    qkv, attention-output and two feed-forward projections and the two attention products (batched over
+    batch x heads), plus the tied output head; each forward product y = a @ b costs two more in the backward
+    pass (dy @ b^T and a^T @ dy)."""
+    tokens, d, vocab = cfg["batch"] * cfg["block"], cfg["d_model"], cfg["vocab"]
+    heads, block = cfg["batch"] * cfg["n_head"], cfg["block"]
+    hd = d // cfg["n_head"]
+    layer = [((tokens, d), (d, 3 * d)), ((tokens, d), (d, d)), ((tokens, d), (d, 4 * d)), ((tokens, 4 * d), (4 * d, d)),
+             ((heads, block, hd), (heads, hd, block)), ((heads, block, block), (heads, block, hd))]
+    forward = layer * cfg["n_layer"] + [((tokens, d), (d, vocab))]
+    shapes = []
+    for a, b in forward:
+        *batch, m, k = a
+        n = b[-1]
+        shapes += [(a, b), ((*batch, m, n), (*batch, n, k)), ((*batch, k, m), (*batch, m, n))]
+    return shapes
+
+
+def run_gemm_floor(cfg: dict, repeats: int = 20) -> dict:
+    """Seconds per step spent in the step's matrix products alone (best of ``repeats``): no implementation that
+    performs the same fp32 products can take less, so tokens_per_step / this is the ceiling of any trainer."""
+    operands = [(torch.randn(a), torch.randn(b)) for a, b in step_gemms(cfg)]
+
+    def one_step() -> None:
+        for a, b in operands:
+            torch.matmul(a, b)
+
+    one_step()
+    best = math.inf
+    for _ in range(repeats):
+        start = time.perf_counter()
+        one_step()
+        best = min(best, time.perf_counter() - start)
+    flops = sum(2.0 * math.prod(a) * b[-1] for a, b in step_gemms(cfg))
+    return {"gemm_s_per_step": best, "gemm_flops_per_step": flops}
+
+
 def worker(spec: dict) -> None:
     torch.set_num_threads(spec["threads"])
     os.environ["OMP_NUM_THREADS"] = str(spec["threads"])
     if spec["arm"] == "peak":
         result = run_peak()
+    elif spec["arm"] == "gemm":
+        result = run_gemm_floor(CONFIGS[spec["config"]])
     else:
         arm, cfg = ARMS[spec["arm"]], CONFIGS[spec["config"]]
         start = time.perf_counter()
@@ -325,11 +365,13 @@ def bench(config: str, arms: list[str], rounds: int, steps: int, warmup: int, th
     cfg = CONFIGS[config]
     tokens_per_step = cfg["batch"] * cfg["block"]
     runs = {arm: ArmRuns([], [], [], [], []) for arm in arms}
-    peaks, loads = [], []
+    peaks, loads, ceilings = [], [], []
     with tempfile.TemporaryDirectory() as cache_dir:  # torch.compile cache: cold in round 1, warm after
         for round_ in range(rounds):
             order = arms[round_ % len(arms):] + arms[:round_ % len(arms)]
             peaks.append(launch({"arm": "peak", "threads": threads}, None, cache_dir)["peak_flops"])
+            gemm = launch({"arm": "gemm", "config": config, "threads": threads}, None, cache_dir)
+            ceilings.append(tokens_per_step / gemm["gemm_s_per_step"])
             for arm in order:
                 spec = {"arm": arm, "config": config, "steps": steps, "seed": seed, "threads": threads}
                 result = launch(spec, malloc if ARMS[arm].malloc else None, cache_dir)
@@ -343,6 +385,16 @@ def bench(config: str, arms: list[str], rounds: int, steps: int, warmup: int, th
             loads.append(os.getloadavg()[0])
             print(f"  round {round_ + 1}/{rounds} done (1-min load average {loads[-1]:.2f})", flush=True)
     report(cfg, config, arms, runs, peaks, malloc, loads)
+    report_ceiling(arms, runs, ceilings)
+
+
+def report_ceiling(arms: list[str], runs: dict[str, ArmRuns], ceilings: list[float]) -> None:
+    """The step's matrix products alone, timed once per round: the most any fp32 trainer can reach."""
+    base = "reference" if "reference" in arms else arms[0]
+    ratio = [c / b for c, b in zip(ceilings, runs[base].wall, strict=True)]
+    print(f"   GEMM-only ceiling (the step's matrix products alone, bias-free shapes): {min(ceilings):.0f}-"
+          f"{max(ceilings):.0f} tokens/s = {min(ratio):.2f}-{max(ratio):.2f}x {base} (per round; best/best "
+          f"{max(ceilings) / max(runs[base].wall):.2f}x): no trainer doing the same fp32 products can beat it")
 
 
 def report(cfg: dict, config: str, arms: list[str], runs: dict[str, ArmRuns], peaks: list[float], malloc: str,

@@ -191,6 +191,36 @@ def test_scaling_verdicts() -> None:
     assert few["verdict"] == "not-testable"
 
 
+def _sweep_analysis(slope_ci: tuple[float, float], bracket_ci: dict[str, tuple[float, float]] | None = None,
+                    ) -> dict:
+    """A scaling.analyse-shaped result: four boundary points, none censored; ``bracket_ci`` adds budget-limited
+    cells with those bracket intervals."""
+    limited = [{"n_params": 1e4, "n_tokens": 1e6}] if bracket_ci else []
+    bracket_ci = bracket_ci or {"low": slope_ci, "high": slope_ci}
+    points = [{"n_tokens": 10.0 ** k, "n_boundary": 10.0 ** (k + 1), "at_grid_edge": False} for k in range(3, 7)]
+    return {"boundary_slope_ci": slope_ci, "boundary": {"slope": float(np.mean(slope_ci))},
+            "boundary_points": points, "tolerance": 0.01, "noise": 0.005,
+            "sensitivity": {"x0.5": 1.0, "x2": 1.0}, "n_cells": 25, "n_runs": 50, "n_params_span": 36.0,
+            "n_tokens_span": 100.0, "parametric": {"E": 1.0}, "E_ci": (0.98, 1.02),
+            "inverted_u": [{"rise": 0.0, "rises": False}], "max_rise_ci": (0.0, 0.0),
+            "budget_limited_cells": limited, "converged_runs": 50 - len(limited),
+            "boundary_slope_bracket": {side: float(np.mean(ci)) for side, ci in bracket_ci.items()},
+            "boundary_slope_bracket_ci": bracket_ci, "parametric_converged": {"E": 1.0},
+            "E_converged_ci": (0.98, 1.02)}
+
+
+def test_scaling_sweep_verdict_must_survive_the_budget_limited_cells() -> None:
+    plain = claims.scaling_sweep(_sweep_analysis((0.4, 0.8)), floor=0.99)
+    assert_valid(plain)
+    assert plain["verdict"] == "refuted" and plain["numbers"]["budget_limited_cells"] == 0
+    robust = claims.scaling_sweep(_sweep_analysis((0.4, 0.8), {"low": (0.1, 0.6), "high": (0.4, 0.9)}), 0.99)
+    assert robust["verdict"] == "refuted" and "both ends" in robust["evidence"]
+    fragile = claims.scaling_sweep(_sweep_analysis((0.4, 0.8), {"low": (0.1, 0.6), "high": (0.5, 2.5)}), 0.99)
+    assert fragile["verdict"] == "not-testable"
+    assert "refuted / not-testable" in fragile["evidence"] and "longer training" in fragile["evidence"]
+    assert fragile["numbers"]["boundary_slope_high_end"] == pytest.approx(1.5)
+
+
 def _final(test_ce: list[float], se: float = 0.001, usable: list[bool] | None = None,
            fraction: list[float] | None = None) -> pd.DataFrame:
     n = len(test_ce)

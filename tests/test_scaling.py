@@ -7,7 +7,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from assocmem.io import AssocmemError
-from assocmem.scaling import analyse, boundary_points, fit_boundary, fit_parametric, inverted_u, parametric_loss
+from assocmem.scaling import (
+    analyse,
+    boundary_points,
+    extreme_boundary,
+    fit_boundary,
+    fit_parametric,
+    inverted_u,
+    parametric_loss,
+)
 
 N_GRID = np.geomspace(2e4, 2e6, 6)
 D_GRID = np.geomspace(2e4, 2e6, 6)
@@ -83,3 +91,43 @@ def test_analyse_refuses_degenerate_grids():
     cells = pd.DataFrame({"n_params": [1e4, 1e4], "n_tokens": [1e4, 2e4], "seed": [0, 0], "val_ce": [1.0, 0.9]})
     with pytest.raises(AssocmemError, match="at least 2 model sizes"):
         analyse(cells, tolerance=0.01, noise=0.01)
+
+
+@settings(max_examples=40, deadline=None)
+@given(n_points=st.integers(3, 7), data=st.data())
+def test_extreme_boundary_brackets_every_slope_the_ranges_allow(n_points, data):
+    """Whatever value each boundary takes inside its [n_low, n_high], the OLS slope stays between the two
+    extremes extreme_boundary builds."""
+    unit = st.floats(0.0, 1.0)
+    d = np.geomspace(1e3, 1e5, n_points)
+    low = np.exp(np.array([data.draw(st.floats(8.0, 12.0)) for _ in d]))
+    high = low * np.exp(np.array([data.draw(st.floats(0.0, 3.0)) for _ in d]))
+    points = pd.DataFrame({"n_tokens": d, "n_boundary": low, "n_low": low, "n_high": high})
+    slope_low = fit_boundary(extreme_boundary(points, "low"))["slope"]
+    slope_high = fit_boundary(extreme_boundary(points, "high"))["slope"]
+    weights = np.array([data.draw(unit) for _ in d])
+    chosen = points.assign(n_boundary=np.exp(np.log(low) + weights * (np.log(high) - np.log(low))))
+    assert slope_low - 1e-9 <= fit_boundary(chosen)["slope"] <= slope_high + 1e-9
+
+
+def test_budget_limited_cells_open_the_boundary_and_leave_e_to_the_converged_runs():
+    def loss(n, d):
+        return 1.0 + 20 / n**0.3 + 30 / d**0.3
+    cells = grid_cells(loss, seeds=2, noise=0.002)
+    cells["budget_limited"] = False
+    result = analyse(cells, tolerance=0.05, noise=0.01, n_boot=20, seed=0)
+    assert result["boundary_slope_bracket"]["low"] == pytest.approx(result["boundary"]["slope"])
+    assert result["boundary_slope_bracket"]["high"] == pytest.approx(result["boundary"]["slope"])
+    assert result["converged_runs"] == len(cells) and result["parametric_converged"] == result["parametric"]
+
+    # the smallest model at the largest D ran out of steps: the boundary there may be as low as it
+    corner = (cells["n_params"] == N_GRID[0]) & (cells["n_tokens"] == D_GRID[-1]) & (cells["seed"] == 0)
+    cells.loc[corner, "budget_limited"] = True
+    result = analyse(cells, tolerance=0.05, noise=0.01, n_boot=20, seed=0)
+    points = pd.DataFrame(result["boundary_points"]).set_index("n_tokens")
+    assert points.loc[D_GRID[-1], "n_low"] == N_GRID[0] and points.loc[D_GRID[-1], "budget_limited_cells"] == 1
+    assert (points.drop(D_GRID[-1])["n_low"] == points.drop(D_GRID[-1])["n_boundary"]).all()
+    assert result["boundary_slope_bracket"]["low"] < result["boundary"]["slope"]
+    assert result["boundary_slope_bracket"]["high"] == pytest.approx(result["boundary"]["slope"])
+    assert result["converged_runs"] == len(cells) - 1
+    assert result["budget_limited_cells"] == [{"n_params": N_GRID[0], "n_tokens": D_GRID[-1]}]

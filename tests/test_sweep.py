@@ -6,10 +6,14 @@ import re
 
 import pandas as pd
 import pytest
+import yaml
 from conftest import ROOT, snakemake
+
+from assocmem.report.sweep import budget_limited
 
 SCALING = ROOT / "config" / "scaling.yaml"
 SWEEP_TEST = ROOT / "config" / "sweep_test.yaml"
+SWEEP_TRAIN = yaml.safe_load(SWEEP_TEST.read_text())["experiments"]["sweep"]["train"]
 
 
 def planned_jobs(workdir, config) -> dict[str, int]:
@@ -55,6 +59,9 @@ def test_tiny_sweep_end_to_end(tmp_path):
     assert numbers["boundary_slope_ci_low"] <= numbers["boundary_slope"] <= numbers["boundary_slope_ci_high"]
     assert numbers["E_ci_low"] <= numbers["E"] <= numbers["E_ci_high"]
     assert scaling["verdict"] in {"reproduced", "refuted", "not-testable"}
+    limited = sum(1 for path in summaries if budget_limited(json.loads(path.read_text()), SWEEP_TRAIN))
+    assert numbers["runs_stopped_early"] == 18 - limited
+    assert numbers["boundary_slope_low_end"] <= numbers["boundary_slope"] <= numbers["boundary_slope_high_end"]
     html = (results / "report" / "index.html").read_text()
     assert "Scaling sweep: sweep" in html
     figures = {p.name for p in (results / "report" / "figures").glob("*.png")}
@@ -63,3 +70,14 @@ def test_tiny_sweep_end_to_end(tmp_path):
     again = snakemake(tmp_path, "-n", "--cores", "2", config=SWEEP_TEST)
     assert "Nothing to be done" in again.stdout + again.stderr
     assert pd.read_csv(results / "sweep" / "train" / "N1.s1" / "pct100" / "metrics.csv")["val_ce"].notna().all()
+
+
+def test_a_run_is_budget_limited_until_its_early_stopping_rule_is_met():
+    train = {"early_stopping_patience": 4, "eval_interval": 200}
+    assert budget_limited({"steps": 6000, "best_step": 6000}, train)
+    assert budget_limited({"steps": 6000, "best_step": 5400}, train)  # 3 evaluations without a new best
+    assert not budget_limited({"steps": 6000, "best_step": 5200}, train)  # the rule is met at the budget
+    assert not budget_limited({"steps": 2200, "best_step": 1400}, train)  # stopped early
+    no_rule = {"early_stopping_patience": None, "eval_interval": 200}
+    assert budget_limited({"steps": 100, "best_step": 100}, no_rule)
+    assert not budget_limited({"steps": 100, "best_step": 60}, no_rule)

@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 import torch
 
-from assocmem.model import ModelConfig
+from assocmem.model import ModelConfig, flops_per_token
 from assocmem.train import IGNORE, SequenceBatches, TrainJob, TrainSettings, WindowBatches, fixed_windows
 
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_train.py"
@@ -134,3 +134,17 @@ def test_summed_step_loss_matches_the_per_micro_batch_float_sum(tmp_path: Path) 
     for i in range(0, 8, 2):
         expected += float(summed_nll(model, inputs[i:i + 2], targets[i:i + 2]).detach())
     assert loss == expected and n_targets == int((targets != IGNORE).sum())
+
+
+def test_gemm_ceiling_counts_the_flops_of_a_training_step() -> None:
+    """The benchmark's GEMM-only ceiling times exactly the products behind the 6N + 12LdT FLOPs per token that
+    its MFU column uses (N: the matrices of the blocks and the tied head, without position embeddings or norms)."""
+    bench = load_bench()
+    d, layers, vocab, block = CFG["d_model"], CFG["n_layer"], CFG["vocab"], CFG["block"]
+    matrices = layers * 12 * d * d + vocab * d
+    config = ModelConfig(vocab_size=vocab, n_layer=layers, d_model=d, n_head=CFG["n_head"], d_ff=4 * d,
+                         max_len=block, bias=False)
+    result = bench.run_gemm_floor(CFG, repeats=2)
+    tokens = CFG["batch"] * block
+    assert result["gemm_flops_per_step"] / tokens == pytest.approx(flops_per_token(config, block, matrices))
+    assert 0 < result["gemm_s_per_step"] < 1.0

@@ -10,9 +10,18 @@ Three questions, each answered with a bootstrap confidence interval:
   L(N, D) = E + A / N^alpha + B / D^beta, fitted by minimising the Huber loss (delta = 1e-3) of
   log L - LSE(a - alpha log N, b - beta log D, e) with L-BFGS from a grid of starting points, as they did
   (A = e^a, B = e^b, E = e^e). E is to be compared with the exact entropy floor of the data and with the
-  paper's "about 1".
+  paper's "about 1". It is fitted twice: on every run, and on the runs that stopped before their budget
+  (``parametric_converged``, with its own interval), the estimate a verdict may rest on.
 * **Inverted U.** At fixed D, whether validation CE rises again as N grows (Murty et al. 2023): where the
   minimum over N is, and how far the largest model sits above it.
+
+Budget-limited cells. A run that reached its step budget without early stopping has a best validation CE that
+is only an upper bound on what its (N, D) reaches. When ``cells`` has a boolean ``budget_limited`` column, the
+boundary analysis brackets their effect: at each D the boundary N lies between the smallest and the largest of
+{measured boundary, N of every budget-limited cell at that D} (a budget-limited cell might still come within the
+tolerance of the best, or might become the new best). The OLS slope is monotone in each log N_b with the sign
+of (log D_i - mean log D), so the extreme slopes take the low end on one side of the mean and the high end on
+the other (``boundary_slope_bracket``); both get their own bootstrap interval.
 
 Bootstrap (``bootstrap``): every replicate first resamples the seeds within each cell (training noise), then
 resamples the analysis' own units with replacement: cells for the parametric fit, the per-D boundary points for
@@ -114,16 +123,40 @@ def cell_means(cells: pd.DataFrame, value: str = "val_ce") -> pd.DataFrame:
     return cells.groupby(["n_params", "n_tokens"], as_index=False)[value].mean()
 
 
+def budget_limited_cells(cells: pd.DataFrame) -> pd.DataFrame:
+    """(n_params, n_tokens) of every cell with at least one budget-limited seed (none without the column)."""
+    if "budget_limited" not in cells.columns:
+        return pd.DataFrame(columns=["n_params", "n_tokens"])
+    limited = cells[cells["budget_limited"].astype(bool)]
+    return limited[["n_params", "n_tokens"]].drop_duplicates().reset_index(drop=True)
+
+
 def boundary_points(cells: pd.DataFrame, tolerance: float) -> pd.DataFrame:
-    """Per D: the smallest N whose (seed-mean) validation CE is within ``tolerance`` of the best N at that D."""
+    """Per D: the smallest N whose (seed-mean) validation CE is within ``tolerance`` of the best N at that D, and
+    the range [n_low, n_high] the budget-limited cells at that D leave it (see the module docstring)."""
     means = cell_means(cells)
+    limited = budget_limited_cells(cells)
     rows = []
     for n_tokens, group in means.groupby("n_tokens"):
         best = group["val_ce"].min()
         n_boundary = group.loc[group["val_ce"] <= best + tolerance, "n_params"].min()
+        open_n = limited.loc[limited["n_tokens"] == n_tokens, "n_params"].tolist()
         rows.append({"n_tokens": n_tokens, "n_boundary": n_boundary, "best_val_ce": best,
-                     "at_grid_edge": bool(n_boundary == group["n_params"].max())})
+                     "at_grid_edge": bool(n_boundary == group["n_params"].max()),
+                     "n_low": min([n_boundary, *open_n]), "n_high": max([n_boundary, *open_n]),
+                     "budget_limited_cells": len(open_n)})
     return pd.DataFrame(rows)
+
+
+def extreme_boundary(points: pd.DataFrame, side: str) -> pd.DataFrame:
+    """The boundary points that give the ``side`` ("low" or "high") slope inside each point's [n_low, n_high]:
+    the OLS slope grows with log N_b where log D is above its mean and falls with it below."""
+    log_d = np.log(points["n_tokens"].astype(float))
+    above = (log_d > log_d.mean()).to_numpy()
+    take_high = above if side == "high" else ~above
+    extreme = points.copy()
+    extreme["n_boundary"] = np.where(take_high, points["n_high"], points["n_low"])
+    return extreme
 
 
 def fit_boundary(points: pd.DataFrame) -> dict[str, float]:
@@ -190,6 +223,18 @@ def _check_cells(cells: pd.DataFrame) -> None:
         raise AssocmemError("a sweep needs at least 2 model sizes and 2 data sizes")
 
 
+def _fittable(cells: pd.DataFrame) -> bool:
+    """Enough runs for the five-parameter law: two N, two D and five points at least."""
+    return cells["n_params"].nunique() >= 2 and cells["n_tokens"].nunique() >= 2 and len(cells) >= 5
+
+
+def _converged_runs(cells: pd.DataFrame) -> pd.DataFrame:
+    """The runs that stopped before their budget (all of them without a ``budget_limited`` column)."""
+    if "budget_limited" not in cells.columns:
+        return cells
+    return cells[~cells["budget_limited"].astype(bool)].reset_index(drop=True)
+
+
 def analyse(cells: pd.DataFrame, *, tolerance: float, noise: float, n_boot: int = 500, seed: int = 0,
             level: float = 0.95) -> dict[str, Any]:
     """The three analyses with their bootstrap intervals (see the module docstring)."""
@@ -203,15 +248,34 @@ def analyse(cells: pd.DataFrame, *, tolerance: float, noise: float, n_boot: int 
         return fit_boundary(pts)["slope"]
 
     slopes = bootstrap(cells, slope, n_boot=n_boot, seed=seed)
+    bracket = {side: fit_boundary(extreme_boundary(points, side))["slope"] for side in ("low", "high")}
+
+    def extreme_slope(side: str) -> Callable[[pd.DataFrame, np.random.Generator], float]:
+        def statistic(sample: pd.DataFrame, rng: np.random.Generator) -> float:
+            pts = boundary_points(sample, tolerance)
+            return fit_boundary(extreme_boundary(pts.iloc[rng.integers(0, len(pts), size=len(pts))], side))["slope"]
+        return statistic
+
+    bracket_ci = {side: percentile_ci(bootstrap(cells, extreme_slope(side), n_boot=n_boot, seed=seed), level)
+                  for side in ("low", "high")}
     fit = fit_parametric(cells["n_params"], cells["n_tokens"], cells["val_ce"])  # every run is one point
 
     def irreducible(sample: pd.DataFrame, rng: np.random.Generator) -> float:
         sample = resample_cells(sample, rng)  # a cell drawn twice weighs twice
-        if sample["n_params"].nunique() < 2 or sample["n_tokens"].nunique() < 2 or len(sample) < 5:
+        if not _fittable(sample):
             return float("nan")
         return fit_parametric(sample["n_params"], sample["n_tokens"], sample["val_ce"], keep=6).E
 
     energies = bootstrap(cells, irreducible, n_boot=max(n_boot // 5, 50), seed=seed + 1)
+    converged = _converged_runs(cells)
+    if len(converged) < len(cells) and _fittable(converged):
+        converged_fit = asdict(fit_parametric(converged["n_params"], converged["n_tokens"], converged["val_ce"]))
+        converged_ci = percentile_ci(bootstrap(converged, irreducible, n_boot=max(n_boot // 5, 50), seed=seed + 3),
+                                     level)
+    elif len(converged) == len(cells):
+        converged_fit, converged_ci = asdict(fit), percentile_ci(energies, level)
+    else:
+        converged_fit, converged_ci = None, (float("nan"), float("nan"))
     u_shape = inverted_u(cells, noise)
     rises = bootstrap(cells, lambda sample, _rng: inverted_u(sample, noise)["rise"].max(), n_boot=n_boot,
                       seed=seed + 2)
@@ -219,6 +283,9 @@ def analyse(cells: pd.DataFrame, *, tolerance: float, noise: float, n_boot: int 
         "tolerance": tolerance, "noise": noise, "level": level, "n_boot": n_boot,
         "boundary_points": points.to_dict(orient="records"), "boundary": boundary,
         "boundary_slope_ci": percentile_ci(slopes, level),
+        "budget_limited_cells": budget_limited_cells(cells).to_dict(orient="records"),
+        "boundary_slope_bracket": bracket, "boundary_slope_bracket_ci": bracket_ci,
         "parametric": asdict(fit), "E_ci": percentile_ci(energies, level),
+        "converged_runs": len(converged), "parametric_converged": converged_fit, "E_converged_ci": converged_ci,
         "inverted_u": u_shape.to_dict(orient="records"), "max_rise_ci": percentile_ci(rises, level),
     }

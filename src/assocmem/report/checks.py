@@ -279,7 +279,9 @@ def _floor_rows(experiments: list[Experiment], statuses: dict[str, convergence.C
     floor = float(train_floor["floor_nats_per_token"])
     floor_low = floor - float(train_floor.get("exclusion_bound_nats_per_token", 0.0))
     sweep = next((sweeps[e.name] for e in with_floor if e.name in sweeps), None)
-    sweep_e = (sweep["parametric"]["E"], *sweep["E_ci"]) if sweep else None
+    # E fitted on the runs that met their early-stopping rule only: a verdict rests on converged runs
+    converged_fit = sweep["parametric_converged"] if sweep else None
+    sweep_e = (converged_fit["E"], *sweep["E_converged_ci"]) if converged_fit else None
     trained = [run for e in with_floor for run in e.trained_runs]
     frames = [final_ce(trained, statuses)] if trained else []
     frames.append(_sweep_floor_runs(with_floor, sweeps))
@@ -324,7 +326,8 @@ def _no_activations_radius() -> dict[str, Any]:
 
 def _sweep_floor_runs(experiments: list[Experiment], sweeps: dict[str, dict[str, Any]]) -> pd.DataFrame:
     """The sweep's cells on their largest training set, as loss_floor inputs: best validation CE, the sweep's
-    measured noise as its standard error, usable when the run stopped early (its CE had stopped improving)."""
+    measured noise as its standard error, usable when the run met its early-stopping rule (its CE had stopped
+    improving) before or at its step budget."""
     rows = []
     for exp in experiments:
         if exp.name not in sweeps or exp.floor is None:
@@ -335,8 +338,9 @@ def _sweep_floor_runs(experiments: list[Experiment], sweeps: dict[str, dict[str,
         for cell in full.itertuples():
             rows.append({"run": f"sweep {cell.model}.s{cell.seed}/{cell.subset}", "fraction": 1.0,
                          "train_ce": cell.train_ce, "test_ce": cell.val_ce, "test_ce_se": analysis["noise"],
-                         "usable": bool(cell.stopped_early),
-                         "status": "converged (stopped early)" if cell.stopped_early else "hit its step budget"})
+                         "usable": not cell.budget_limited,
+                         "status": ("hit its step budget still improving" if cell.budget_limited
+                                    else "converged (early-stopping rule met)")})
     return pd.DataFrame(rows)
 
 

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from assocmem import scaling
+from assocmem.config import run_settings
 from assocmem.report import style
 from assocmem.report.artifacts import Experiment, SweepRun
 from assocmem.report.render import Section, markdown_table
@@ -16,7 +17,18 @@ from assocmem.report.render import Section, markdown_table
 LAST_EVALS = 5  # evaluations whose spread measures the noise of a converged run's validation CE
 
 
-def cell_row(run: SweepRun) -> dict[str, Any]:
+def budget_limited(summary: dict[str, Any], train: dict[str, Any]) -> bool:
+    """True when the step budget ended the run before its early-stopping rule was met: fewer than ``patience``
+    evaluations since the best one (without early stopping: the best was the last evaluation). Such a run's
+    best validation CE is only an upper bound on what its cell reaches."""
+    since_best = int(summary["steps"]) - int(summary["best_step"])
+    patience = train.get("early_stopping_patience")
+    if patience is None:
+        return since_best == 0
+    return since_best < patience * int(train["eval_interval"])
+
+
+def cell_row(run: SweepRun, train: dict[str, Any]) -> dict[str, Any]:
     metrics, summary = run.metrics, run.summary
     best = int(metrics["val_ce"].idxmin())
     return {"model": run.model, "seed": run.replicate, "subset": run.subset, "fraction": run.fraction,
@@ -24,11 +36,12 @@ def cell_row(run: SweepRun) -> dict[str, Any]:
             "val_ce": float(metrics["val_ce"].iloc[best]), "final_val_ce": float(metrics["val_ce"].iloc[-1]),
             "train_ce": float(metrics["train_eval_ce"].iloc[best]), "best_step": int(metrics["step"].iloc[best]),
             "steps": int(summary["steps"]), "stopped_early": bool(summary.get("stopped_early", False)),
+            "budget_limited": budget_limited(summary, train),
             "late_spread": float(metrics["val_ce"].iloc[-LAST_EVALS:].std(ddof=1)) if len(metrics) > 2 else np.nan}
 
 
 def sweep_cells(exp: Experiment) -> pd.DataFrame:
-    return pd.DataFrame([cell_row(run) for run in exp.sweep_runs])
+    return pd.DataFrame([cell_row(run, run_settings(exp.config, run.model)[1]) for run in exp.sweep_runs])
 
 
 def measured_noise(cells: pd.DataFrame) -> tuple[float, str]:
@@ -61,9 +74,12 @@ def analyse_sweep(exp: Experiment, seed: int) -> dict[str, Any]:
 def heatmap(cells: pd.DataFrame, floor: float | None, out_dir: Path, name: str) -> tuple[Path, str]:
     means = scaling.cell_means(cells).pivot(index="n_params", columns="n_tokens", values="val_ce")
     fig, (ax,) = style.panels(1, panel_width=6.5, panel_height=4.2)
+    limited = set(map(tuple, scaling.budget_limited_cells(cells).to_numpy().tolist()))
     image = ax.imshow(means.to_numpy(), origin="lower", aspect="auto", cmap=style.SEQUENTIAL_CMAP)
     for (i, j), value in np.ndenumerate(means.to_numpy()):
         text = f"{value:.3f}" if floor is None else f"{value:.3f}\n({value - floor:+.3f})"
+        if (means.index[i], means.columns[j]) in limited:
+            text += "*"
         dark = value > np.nanmean(means.to_numpy())
         ax.text(j, i, text, ha="center", va="center", fontsize=7, color="white" if dark else "black")
     ax.set_xticks(range(means.shape[1]), [style.plain_number(d) for d in means.columns], rotation=30)
@@ -75,7 +91,9 @@ def heatmap(cells: pd.DataFrame, floor: float | None, out_dir: Path, name: str) 
         style.EXACT_FLOOR.hline(bar.ax, floor)
     caption = ("Best validation cross-entropy of every cell (seed mean); in brackets its distance to the exact "
                "entropy floor of the data" + (f" ({floor:.4f}, the {style.EXACT_FLOOR.describe()} on the colour "
-                                              "bar)." if floor is not None else "."))
+                                              "bar)." if floor is not None else ".")
+               + (f" *: {len(limited)} cell(s) where a seed reached its step budget still improving (its value is "
+                  "an upper bound)." if limited else ""))
     return style.save_figure(fig, out_dir, name)[0], caption
 
 
@@ -136,6 +154,28 @@ def parametric_plot(cells: pd.DataFrame, analysis: dict[str, Any], floor: float 
     return style.save_figure(fig, out_dir, name)[0], caption
 
 
+def budget_paragraph(analysis: dict[str, Any]) -> str:
+    """What the runs that hit their step budget leave open (scaling.analyse's bracket and converged-only fit)."""
+    limited = analysis["budget_limited_cells"]
+    if not limited:
+        return ("**Budget.** Every run met its early-stopping rule (its validation CE had stopped improving): no "
+                "cell is limited by the step budget.")
+    n_runs = analysis["n_runs"] - analysis["converged_runs"]
+    bracket, bracket_ci = analysis["boundary_slope_bracket"], analysis["boundary_slope_bracket_ci"]
+    text = (f"**Budget.** {n_runs} run(s) in {len(limited)} cell(s) reached the step budget before their "
+            "early-stopping rule was met; their best validation CE is an upper bound. Letting each of them move the "
+            "boundary as far as it could "
+            f"(into or out of the tolerance), b lies between {bracket['low']:.3f} (CI [{bracket_ci['low'][0]:.3f}, "
+            f"{bracket_ci['low'][1]:.3f}]) and {bracket['high']:.3f} (CI [{bracket_ci['high'][0]:.3f}, "
+            f"{bracket_ci['high'][1]:.3f}]). ")
+    converged = analysis["parametric_converged"]
+    if converged is None:
+        return text + "Too few runs met it to fit E on them alone."
+    e_low, e_high = analysis["E_converged_ci"]
+    return text + (f"E fitted on the {analysis['converged_runs']} runs that met it: {converged['E']:.4f}, CI "
+                   f"[{e_low:.4f}, {e_high:.4f}] (the estimate the loss-floor verdict uses).")
+
+
 def sweep_section(exp: Experiment, analysis: dict[str, Any], floor: float | None, fig_dir: Path) -> Section:
     cells = pd.DataFrame(analysis["cells"])
     section = Section(f"Scaling sweep: {exp.name}", toc_label=f"Scaling sweep: {exp.name}")
@@ -157,6 +197,7 @@ def sweep_section(exp: Experiment, analysis: dict[str, Any], floor: float | None
         f"{analysis['sensitivity']['x2']:.3f}. **Irreducible loss** E = {analysis['parametric']['E']:.4f}, CI "
         f"[{e_low:.4f}, {e_high:.4f}]" + (f" against the exact floor {floor:.4f}" if floor is not None else "")
         + " and the paper's 1.")
+    section.paragraphs.append(budget_paragraph(analysis))
     u_shape = pd.DataFrame(analysis["inverted_u"])
     section.tables.append(markdown_table(
         ["D (tokens)", "best N", "best val CE (nats/token)", "largest N's val CE (nats/token)", "rise (nats)",
@@ -165,9 +206,9 @@ def sweep_section(exp: Experiment, analysis: dict[str, Any], floor: float | None
         .values.tolist()))
     section.details.append(markdown_table(
         ["model", "seed", "subset", "N", "D (tokens)", "best val CE (nats/token)", "train CE at best (nats/token)",
-         "final val CE (nats/token)", "best step", "steps", "stopped early"],
+         "final val CE (nats/token)", "best step", "steps", "stopped early", "budget-limited"],
         cells[["model", "seed", "subset", "n_params", "n_tokens", "val_ce", "train_ce", "final_val_ce", "best_step",
-               "steps", "stopped_early"]].values.tolist()))
+               "steps", "stopped_early", "budget_limited"]].values.tolist()))
     for make in (lambda: heatmap(cells, floor, fig_dir, f"sweep_heatmap_{exp.name}"),
                  lambda: boundary_plot(analysis, fig_dir, f"sweep_boundary_{exp.name}"),
                  lambda: parametric_plot(cells, analysis, floor, fig_dir, f"sweep_parametric_{exp.name}")):

@@ -119,6 +119,23 @@ def boundary_verdict(low: float, high: float, paper: float = 2.0, alternative: f
                             f"{alternative:g}: more or larger cells are needed to tell them apart")
 
 
+def _budget_robust(verdict: str, reason: str, analysis: dict[str, Any]) -> tuple[str, str]:
+    """The boundary verdict stands only if it is the same at both ends of the range the budget-limited cells
+    leave the slope (scaling.analyse's bracket): a verdict that one more training budget could flip rests on
+    runs that had not converged."""
+    if not analysis["budget_limited_cells"]:
+        return verdict, reason
+    ends = {side: boundary_verdict(*analysis["boundary_slope_bracket_ci"][side])[0] for side in ("low", "high")}
+    bracket = analysis["boundary_slope_bracket"]
+    span = f"[{bracket['low']:.2f}, {bracket['high']:.2f}]"
+    if set(ends.values()) == {verdict}:
+        return verdict, (f"{reason}; the same holds at both ends of the range {span} the "
+                         f"{len(analysis['budget_limited_cells'])} budget-limited cell(s) leave b")
+    return "not-testable", (f"{reason}, but the {len(analysis['budget_limited_cells'])} cell(s) that reached their "
+                            f"step budget leave b anywhere in {span}, where the verdict would be "
+                            f"{ends['low']} / {ends['high']}: longer training of those cells would decide")
+
+
 def scaling_sweep(analysis: dict[str, Any], floor: float | None) -> dict[str, Any]:
     """The N = O(D^2) claim decided by a scaling sweep (:func:`assocmem.scaling.analyse` plus the report's
     bookkeeping: n_cells, spans, sensitivity, noise)."""
@@ -127,6 +144,7 @@ def scaling_sweep(analysis: dict[str, Any], floor: float | None) -> dict[str, An
     points = pd.DataFrame(analysis["boundary_points"])
     censored = int(points["at_grid_edge"].sum())
     verdict, reason = boundary_verdict(low, high)
+    verdict, reason = _budget_robust(verdict, reason, analysis)
     if 2 * censored > len(points):  # the slope is then only a lower bound of the grid's own making
         verdict = "not-testable"
         reason = (f"at {censored} of {len(points)} data sizes even the largest model is still gaining, so the "
@@ -142,7 +160,15 @@ def scaling_sweep(analysis: dict[str, Any], floor: float | None) -> dict[str, An
         "max_rise_over_N": max(row["rise"] for row in analysis["inverted_u"]),
         "max_rise_ci_low": analysis["max_rise_ci"][0], "max_rise_ci_high": analysis["max_rise_ci"][1],
         "exact_floor": floor if floor is not None else np.nan,
+        "budget_limited_cells": len(analysis["budget_limited_cells"]),
+        "runs_stopped_early": analysis["converged_runs"],
+        "boundary_slope_low_end": analysis["boundary_slope_bracket"]["low"],
+        "boundary_slope_high_end": analysis["boundary_slope_bracket"]["high"],
     }
+    if analysis["parametric_converged"] is not None:
+        numbers.update({"E_converged_runs": analysis["parametric_converged"]["E"],
+                        "E_converged_ci_low": analysis["E_converged_ci"][0],
+                        "E_converged_ci_high": analysis["E_converged_ci"][1]})
     for row in analysis["boundary_points"]:
         numbers[f"D{row['n_tokens']:.6g}.n_boundary"] = row["n_boundary"]
         numbers[f"D{row['n_tokens']:.6g}.n_over_d_squared"] = pr.n_over_d_squared(row["n_boundary"], row["n_tokens"])
