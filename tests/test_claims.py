@@ -197,7 +197,8 @@ def _sweep_analysis(slope_ci: tuple[float, float], bracket_ci: dict[str, tuple[f
     cells with those bracket intervals."""
     limited = [{"n_params": 1e4, "n_tokens": 1e6}] if bracket_ci else []
     bracket_ci = bracket_ci or {"low": slope_ci, "high": slope_ci}
-    points = [{"n_tokens": 10.0 ** k, "n_boundary": 10.0 ** (k + 1), "at_grid_edge": False} for k in range(3, 7)]
+    points = [{"n_tokens": 10.0 ** k, "n_boundary": 10.0 ** (k + 1), "tolerance": 0.01, "at_grid_edge": False}
+              for k in range(3, 7)]
     return {"boundary_slope_ci": slope_ci, "boundary": {"slope": float(np.mean(slope_ci))},
             "boundary_points": points, "tolerance": 0.01, "noise": 0.005,
             "sensitivity": {"x0.5": 1.0, "x2": 1.0}, "n_cells": 25, "n_runs": 50, "n_params_span": 36.0,

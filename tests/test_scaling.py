@@ -131,3 +131,16 @@ def test_budget_limited_cells_open_the_boundary_and_leave_e_to_the_converged_run
     assert result["boundary_slope_bracket"]["high"] == pytest.approx(result["boundary"]["slope"])
     assert result["converged_runs"] == len(cells) - 1
     assert result["budget_limited_cells"] == [{"n_params": N_GRID[0], "n_tokens": D_GRID[-1]}]
+
+
+def test_tolerance_and_noise_may_differ_by_training_set_size():
+    def loss(n, d):  # at every D the next-smaller model is 0.05 nats worse than the largest
+        return 1.0 + 0.05 * (len(N_GRID) - 1 - int(np.argmin(np.abs(N_GRID - n))))
+    cells = grid_cells(loss)
+    loose = {d: (0.12 if d == D_GRID[0] else 0.01) for d in D_GRID}
+    points = boundary_points(cells, loose).set_index("n_tokens")
+    assert points.loc[D_GRID[0], "n_boundary"] == N_GRID[-3] and points.loc[D_GRID[0], "tolerance"] == 0.12
+    assert (points.drop(D_GRID[0])["n_boundary"] == N_GRID[-1]).all()
+    assert boundary_points(cells, 0.12)["n_boundary"].tolist() == [N_GRID[-3]] * len(D_GRID)  # one value for all
+    table = inverted_u(cells, loose).set_index("n_tokens")
+    assert table["noise"].to_dict() == loose

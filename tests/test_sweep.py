@@ -9,7 +9,7 @@ import pytest
 import yaml
 from conftest import ROOT, snakemake
 
-from assocmem.report.sweep import budget_limited
+from assocmem.report.sweep import budget_limited, measured_noise
 
 SCALING = ROOT / "config" / "scaling.yaml"
 SWEEP_TEST = ROOT / "config" / "sweep_test.yaml"
@@ -81,3 +81,13 @@ def test_a_run_is_budget_limited_until_its_early_stopping_rule_is_met():
     no_rule = {"early_stopping_patience": None, "eval_interval": 200}
     assert budget_limited({"steps": 100, "best_step": 100}, no_rule)
     assert not budget_limited({"steps": 100, "best_step": 60}, no_rule)
+
+
+def test_noise_is_measured_per_training_set_size():
+    cells = pd.DataFrame({"n_tokens": [10, 10, 10, 10, 20, 20, 20, 20], "n_params": [1, 1, 2, 2, 1, 1, 2, 2],
+                          "seed": [0, 1] * 4, "val_ce": [1.0, 1.2, 2.0, 2.2, 1.0, 1.02, 2.0, 2.02],
+                          "late_spread": [0.3, 0.3, 0.3, 0.3, 0.01, 0.01, 0.02, 0.02]})
+    noise, source = measured_noise(cells)
+    assert noise == pytest.approx({10: 0.1 * 2**0.5, 20: 0.01 * 2**0.5}) and "each D" in source
+    single, source = measured_noise(cells[cells["seed"] == 0])
+    assert single == pytest.approx({10: 0.3, 20: 0.015}) and "last" in source

@@ -31,7 +31,7 @@ the boundary slope, nothing more for the inverted U (its units are the cells of 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -131,17 +131,43 @@ def budget_limited_cells(cells: pd.DataFrame) -> pd.DataFrame:
     return limited[["n_params", "n_tokens"]].drop_duplicates().reset_index(drop=True)
 
 
-def boundary_points(cells: pd.DataFrame, tolerance: float) -> pd.DataFrame:
-    """Per D: the smallest N whose (seed-mean) validation CE is within ``tolerance`` of the best N at that D, and
-    the range [n_low, n_high] the budget-limited cells at that D leave it (see the module docstring)."""
+PerD = float | Mapping[float, float]  # one value for every D, or one per D (keyed by n_tokens)
+
+
+def at_d(value: PerD, n_tokens: float) -> float:
+    """The value of a per-D quantity (tolerance, noise) at one training-set size."""
+    return float(value[n_tokens]) if isinstance(value, Mapping) else float(value)
+
+
+def scaled(value: PerD, factor: float) -> PerD:
+    return {d: v * factor for d, v in value.items()} if isinstance(value, Mapping) else value * factor
+
+
+def value_range(value: PerD) -> tuple[float, float]:
+    values = [float(v) for v in value.values()] if isinstance(value, Mapping) else [float(value)]
+    return min(values), max(values)
+
+
+def describe(value: PerD, digits: int = 4) -> str:
+    """'0.0123', or the range over D of a per-D value: '0.0040-0.0900 by D'."""
+    low, high = value_range(value)
+    if not isinstance(value, Mapping) or low == high:
+        return f"{low:.{digits}f}"
+    return f"{low:.{digits}f}-{high:.{digits}f} by D"
+
+
+def boundary_points(cells: pd.DataFrame, tolerance: PerD) -> pd.DataFrame:
+    """Per D: the smallest N whose (seed-mean) validation CE is within ``tolerance`` (at that D) of the best N at
+    that D, and the range [n_low, n_high] the budget-limited cells at that D leave it (see the module docstring)."""
     means = cell_means(cells)
     limited = budget_limited_cells(cells)
     rows = []
     for n_tokens, group in means.groupby("n_tokens"):
         best = group["val_ce"].min()
-        n_boundary = group.loc[group["val_ce"] <= best + tolerance, "n_params"].min()
+        n_boundary = group.loc[group["val_ce"] <= best + at_d(tolerance, n_tokens), "n_params"].min()
         open_n = limited.loc[limited["n_tokens"] == n_tokens, "n_params"].tolist()
         rows.append({"n_tokens": n_tokens, "n_boundary": n_boundary, "best_val_ce": best,
+                     "tolerance": at_d(tolerance, n_tokens),
                      "at_grid_edge": bool(n_boundary == group["n_params"].max()),
                      "n_low": min([n_boundary, *open_n]), "n_high": max([n_boundary, *open_n]),
                      "budget_limited_cells": len(open_n)})
@@ -167,9 +193,9 @@ def fit_boundary(points: pd.DataFrame) -> dict[str, float]:
     return {"slope": float(result.slope), "intercept": float(result.intercept)}
 
 
-def inverted_u(cells: pd.DataFrame, noise: float) -> pd.DataFrame:
+def inverted_u(cells: pd.DataFrame, noise: PerD) -> pd.DataFrame:
     """Per D: the N with the lowest validation CE, and how far the largest N sits above it (``rise``); ``noise``
-    (nats) is the yardstick a rise must exceed to count."""
+    (nats, at that D) is the yardstick a rise must exceed to count."""
     means = cell_means(cells)
     rows = []
     for n_tokens, group in means.groupby("n_tokens"):
@@ -179,7 +205,7 @@ def inverted_u(cells: pd.DataFrame, noise: float) -> pd.DataFrame:
         rows.append({"n_tokens": n_tokens, "n_best": best["n_params"], "best_val_ce": best["val_ce"],
                      "largest_val_ce": float(group["val_ce"].iloc[-1]), "rise": rise,
                      "interior_minimum": bool(best["n_params"] < group["n_params"].max()),
-                     "rises": bool(rise > noise)})
+                     "noise": at_d(noise, n_tokens), "rises": bool(rise > at_d(noise, n_tokens))})
     return pd.DataFrame(rows)
 
 
@@ -235,7 +261,7 @@ def _converged_runs(cells: pd.DataFrame) -> pd.DataFrame:
     return cells[~cells["budget_limited"].astype(bool)].reset_index(drop=True)
 
 
-def analyse(cells: pd.DataFrame, *, tolerance: float, noise: float, n_boot: int = 500, seed: int = 0,
+def analyse(cells: pd.DataFrame, *, tolerance: PerD, noise: PerD, n_boot: int = 500, seed: int = 0,
             level: float = 0.95) -> dict[str, Any]:
     """The three analyses with their bootstrap intervals (see the module docstring)."""
     _check_cells(cells)

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from assocmem import layout
+from assocmem import layout, scaling
 from assocmem.config import run_settings
 from assocmem.io import AssocmemError
 from assocmem.report import claims, convergence
@@ -335,9 +335,10 @@ def _sweep_floor_runs(experiments: list[Experiment], sweeps: dict[str, dict[str,
         analysis = sweeps[exp.name]
         cells = pd.DataFrame(analysis["cells"])
         full = cells[cells["fraction"] == cells["fraction"].max()]
+        noise = scaling.at_d(analysis["noise"], full["n_tokens"].iloc[0])  # the seed noise of the full-data cells
         for cell in full.itertuples():
             rows.append({"run": f"sweep {cell.model}.s{cell.seed}/{cell.subset}", "fraction": 1.0,
-                         "train_ce": cell.train_ce, "test_ce": cell.val_ce, "test_ce_se": analysis["noise"],
+                         "train_ce": cell.train_ce, "test_ce": cell.val_ce, "test_ce_se": noise,
                          "usable": not cell.budget_limited,
                          "status": ("hit its step budget still improving" if cell.budget_limited
                                     else "converged (early-stopping rule met)")})

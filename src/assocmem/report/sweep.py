@@ -44,28 +44,34 @@ def sweep_cells(exp: Experiment) -> pd.DataFrame:
     return pd.DataFrame([cell_row(run, run_settings(exp.config, run.model)[1]) for run in exp.sweep_runs])
 
 
-def measured_noise(cells: pd.DataFrame) -> tuple[float, str]:
-    """The noise of one cell's validation CE: the pooled standard deviation over seeds when there are several,
-    else the median spread of the last evaluations of each run (training and evaluation noise together)."""
+def measured_noise(cells: pd.DataFrame) -> tuple[dict[float, float], str]:
+    """The noise of one run's validation CE at each D (the comparisons it calibrates, boundary tolerance and
+    inverted U, are between the cells of one D, and a memorising small-D run is far noisier than a full-data one):
+    the standard deviation over seeds pooled over the cells of that D when there are several seeds, else the
+    median spread of the last evaluations of the runs at that D."""
     if cells["seed"].nunique() > 1:
-        within = cells.groupby(["n_params", "n_tokens"])["val_ce"].var(ddof=1)
-        return float(np.sqrt(within.mean())), "pooled standard deviation of the best validation CE over seeds"
-    return (float(np.nanmedian(cells["late_spread"])),
-            f"median standard deviation of the validation CE over each run's last {LAST_EVALS} evaluations")
+        within = cells.groupby(["n_tokens", "n_params"])["val_ce"].var(ddof=1)
+        noise = within.groupby(level="n_tokens").mean() ** 0.5
+        source = "standard deviation of the best validation CE over seeds, pooled over the cells of each D"
+    else:
+        noise = cells.groupby("n_tokens")["late_spread"].median()
+        source = f"median standard deviation of the validation CE over each run's last {LAST_EVALS} evaluations"
+    return {d: float(v) for d, v in noise.items()}, source
 
 
 def analyse_sweep(exp: Experiment, seed: int) -> dict[str, Any]:
     cells = sweep_cells(exp)
     noise, noise_source = measured_noise(cells)
     config = exp.config["sweep"]
-    tolerance = config["tolerance"] or 2.0 * noise
+    tolerance = config["tolerance"] or scaling.scaled(noise, 2.0)
     result = scaling.analyse(cells, tolerance=tolerance, noise=noise, n_boot=config["n_boot"], seed=seed)
     result.update(noise_source=noise_source, tolerance_source="config" if config["tolerance"] else "2 x noise",
                   n_cells=int(len(cells.groupby(["n_params", "n_tokens"]))), n_runs=len(cells),
                   n_params_span=float(cells["n_params"].max() / cells["n_params"].min()),
                   n_tokens_span=float(cells["n_tokens"].max() / cells["n_tokens"].min()),
-                  sensitivity={f"x{factor:g}": scaling.fit_boundary(scaling.boundary_points(cells, tolerance * factor))
-                               ["slope"] for factor in (0.5, 2.0)},
+                  sensitivity={f"x{factor:g}": scaling.fit_boundary(
+                      scaling.boundary_points(cells, scaling.scaled(tolerance, factor)))["slope"]
+                      for factor in (0.5, 2.0)},
                   cells=cells.to_dict(orient="records"))
     return result
 
@@ -120,8 +126,9 @@ def boundary_plot(analysis: dict[str, Any], out_dir: Path, name: str) -> tuple[P
     ax.set_ylabel("smallest sufficient N")
     style.legend_outside(fig)
     low, high = analysis["boundary_slope_ci"]
-    caption = (f"For each D, the smallest model whose validation CE is within {analysis['tolerance']:.3f} nats of "
-               f"the best at that D, with the fitted line (slope {fit['slope']:.2f}, {100 * analysis['level']:.0f}% "
+    caption = (f"For each D, the smallest model whose validation CE is within "
+               f"{scaling.describe(analysis['tolerance'], 3)} nats of the best at that D, with the fitted line "
+               f"(slope {fit['slope']:.2f}, {100 * analysis['level']:.0f}% "
                f"bootstrap CI [{low:.2f}, {high:.2f}]) and, as the {style.PAPER_FLOOR.describe()}, the slope 2 of "
                "N = O(D^2) through the same centre. Circled points sit at the largest model of the grid: the true "
                "boundary may lie beyond it.")
@@ -187,7 +194,8 @@ def sweep_section(exp: Experiment, analysis: dict[str, Any], floor: float | None
         f"{analysis['n_tokens_span']:.0f}x in D), {analysis['n_runs']} runs. Every run trains until its validation "
         f"CE stops improving (early stopping, patience {exp.config['train']['early_stopping_patience']} "
         f"evaluations) or its budget of {exp.config['train']['max_steps']} steps. Noise of one cell: "
-        f"{analysis['noise']:.4f} nats ({analysis['noise_source']}); boundary tolerance {analysis['tolerance']:.4f} "
+        f"{scaling.describe(analysis['noise'])} nats ({analysis['noise_source']}); boundary tolerance "
+        f"{scaling.describe(analysis['tolerance'])} "
         f"nats ({analysis['tolerance_source']}). Intervals: {100 * analysis['level']:.0f}% percentile bootstrap over "
         f"{analysis['n_boot']} replicates (seeds within cells, then cells or boundary points).")
     section.paragraphs.append(
@@ -201,9 +209,15 @@ def sweep_section(exp: Experiment, analysis: dict[str, Any], floor: float | None
     u_shape = pd.DataFrame(analysis["inverted_u"])
     section.tables.append(markdown_table(
         ["D (tokens)", "best N", "best val CE (nats/token)", "largest N's val CE (nats/token)", "rise (nats)",
-         "minimum inside the grid", f"rise > noise ({analysis['noise']:.4f})"],
-        u_shape[["n_tokens", "n_best", "best_val_ce", "largest_val_ce", "rise", "interior_minimum", "rises"]]
+         "minimum inside the grid", "noise at this D (nats)", "rise > noise"],
+        u_shape[["n_tokens", "n_best", "best_val_ce", "largest_val_ce", "rise", "interior_minimum", "noise", "rises"]]
         .values.tolist()))
+    points = pd.DataFrame(analysis["boundary_points"])
+    section.tables.append(markdown_table(
+        ["D (tokens)", "boundary N", "tolerance (nats)", "best val CE (nats/token)", "at the largest N (censored)",
+         "budget-limited cells", "boundary range they leave"],
+        [[row.n_tokens, row.n_boundary, row.tolerance, row.best_val_ce, row.at_grid_edge, row.budget_limited_cells,
+          f"{row.n_low:g}-{row.n_high:g}"] for row in points.itertuples()]))
     section.details.append(markdown_table(
         ["model", "seed", "subset", "N", "D (tokens)", "best val CE (nats/token)", "train CE at best (nats/token)",
          "final val CE (nats/token)", "best step", "steps", "stopped early", "budget-limited"],

@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from assocmem import scaling as sweep_analysis
 from assocmem.io import AssocmemError
 from assocmem.report.claims.base import check_row, require_columns
 from assocmem.theory import params as pr
@@ -151,7 +152,10 @@ def scaling_sweep(analysis: dict[str, Any], floor: float | None) -> dict[str, An
                   "boundary lies beyond the grid: add larger models")
     numbers: dict[str, Any] = {
         "boundary_slope": slope, "boundary_slope_ci_low": low, "boundary_slope_ci_high": high,
-        "paper_slope": 2.0, "tolerance_nats": analysis["tolerance"], "noise_nats": analysis["noise"],
+        "paper_slope": 2.0, "tolerance_nats_min": sweep_analysis.value_range(analysis["tolerance"])[0],
+        "tolerance_nats_max": sweep_analysis.value_range(analysis["tolerance"])[1],
+        "noise_nats_min": sweep_analysis.value_range(analysis["noise"])[0],
+        "noise_nats_max": sweep_analysis.value_range(analysis["noise"])[1],
         "slope_at_half_tolerance": analysis["sensitivity"]["x0.5"],
         "slope_at_twice_tolerance": analysis["sensitivity"]["x2"], "cells": analysis["n_cells"],
         "runs": analysis["n_runs"], "n_params_span": analysis["n_params_span"],
@@ -171,16 +175,19 @@ def scaling_sweep(analysis: dict[str, Any], floor: float | None) -> dict[str, An
                         "E_converged_ci_high": analysis["E_converged_ci"][1]})
     for row in analysis["boundary_points"]:
         numbers[f"D{row['n_tokens']:.6g}.n_boundary"] = row["n_boundary"]
+        numbers[f"D{row['n_tokens']:.6g}.tolerance_nats"] = row["tolerance"]
         numbers[f"D{row['n_tokens']:.6g}.n_over_d_squared"] = pr.n_over_d_squared(row["n_boundary"], row["n_tokens"])
     rising = [row for row in analysis["inverted_u"] if row["rises"]]
     evidence = (f"Boundary exponent b = {slope:.3f} from {len(points)} data sizes: {reason}. Tolerance "
-                f"{analysis['tolerance']:.4f} nats; with half or twice it b = {analysis['sensitivity']['x0.5']:.3f} / "
+                f"{sweep_analysis.describe(analysis['tolerance'])} nats; with half or twice it b = "
+                f"{analysis['sensitivity']['x0.5']:.3f} / "
                 f"{analysis['sensitivity']['x2']:.3f}.")
     if censored:
         evidence += (f" At {censored} data size(s) the boundary is the largest model of the grid, so the true "
                      "boundary may lie beyond it and the slope is then a lower bound.")
     evidence += (f" Inverted U: at {len(rising)} of {len(analysis['inverted_u'])} data sizes the largest model is "
-                 f"worse than the best by more than the noise ({analysis['noise']:.4f} nats).")
+                 "worse than the best by more than the noise at that D "
+                 f"({sweep_analysis.describe(analysis['noise'])} nats).")
     return check_row(
         "scaling", "Sec. 5: for Z_t to reach Z_t = 1, we need N = O(D^2); Sec. 6.2: the model size is about the "
         "order O(D^2) when trained on 90M tokens.",
