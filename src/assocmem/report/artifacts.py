@@ -54,6 +54,12 @@ class SweepRun:
     fraction: float
     metrics: pd.DataFrame
     summary: dict[str, Any]
+    model_path: Path | None = None  # the trained model (for its evaluation noise)
+    store_dir: Path | None = None  # the subset's token store
+
+    @property
+    def label(self) -> str:
+        return layout.replicate_label(self.model, self.replicate)
 
 
 @dataclass
@@ -129,5 +135,6 @@ def load_sweep_runs(results: Path, exp: str, exp_cfg: dict[str, Any]) -> list[Sw
 
                 runs.append(SweepRun(model=model, replicate=replicate, subset=subset, fraction=fraction,
                                      metrics=read_table(at("metrics"), columns=("step", "val_ce", "train_eval_ce")),
-                                     summary=read_json(at("summary"))))
+                                     summary=read_json(at("summary")), model_path=at("model"),
+                                     store_dir=at("subset_meta").parent))
     return runs

@@ -18,7 +18,7 @@ from assocmem import layout, scaling
 from assocmem.config import run_settings
 from assocmem.io import AssocmemError
 from assocmem.report import claims, convergence
-from assocmem.report.artifacts import Experiment, Run
+from assocmem.report.artifacts import Experiment, Run, SweepRun
 from assocmem.report.figures import save_figure
 from assocmem.report.render import Section, claim_section, errata_section, markdown_table, quantity_header
 
@@ -270,7 +270,7 @@ def _no_floor_rows() -> list[dict[str, Any]]:
 
 
 def _floor_rows(experiments: list[Experiment], statuses: dict[str, convergence.Convergence],
-                sweeps: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+                sweeps: dict[str, dict[str, Any]], seed: int) -> list[dict[str, Any]]:
     with_floor = [exp for exp in experiments if exp.floor is not None and (exp.trained_runs or exp.name in sweeps)]
     if not with_floor:
         return _no_floor_rows()
@@ -284,7 +284,7 @@ def _floor_rows(experiments: list[Experiment], statuses: dict[str, convergence.C
     sweep_e = (converged_fit["E"], *sweep["E_converged_ci"]) if converged_fit else None
     trained = [run for e in with_floor for run in e.trained_runs]
     frames = [final_ce(trained, statuses)] if trained else []
-    frames.append(_sweep_floor_runs(with_floor, sweeps))
+    frames.append(_sweep_floor_runs(with_floor, sweeps, seed))
     rows = [claims.loss_floor(pd.concat(frames, ignore_index=True), floor, floor_low=floor_low, sweep_E=sweep_e)]
     if trained:
         return [*rows, claims.overfit(overfit_inputs(trained, statuses), floor)]
@@ -324,10 +324,20 @@ def _no_activations_radius() -> dict[str, Any]:
         limits="Needs an experiment with activations and neighbours (any non-sweep experiment).")
 
 
-def _sweep_floor_runs(experiments: list[Experiment], sweeps: dict[str, dict[str, Any]]) -> pd.DataFrame:
-    """The sweep's cells on their largest training set, as loss_floor inputs: best validation CE, the sweep's
-    measured noise as its standard error, usable when the run met its early-stopping rule (its CE had stopped
-    improving) before or at its step budget."""
+def _sweep_eval_se(exp: Experiment, run: SweepRun, seed: int) -> float:
+    """Standard error of a sweep run's validation CE from the evaluation sample (the dev rows as clusters)."""
+    spec, train = run_settings(exp.config, run.label)
+    rows = _eval_rows(str(run.model_path), str(run.store_dir), json.dumps(train, sort_keys=True),
+                      json.dumps(spec, sort_keys=True), seed)
+    return convergence.ratio_standard_error(*rows)[1]
+
+
+def _sweep_floor_runs(experiments: list[Experiment], sweeps: dict[str, dict[str, Any]], seed: int) -> pd.DataFrame:
+    """The sweep's cells on their largest training set, as loss_floor inputs: best validation CE, usable when the
+    run met its early-stopping rule (its CE had stopped improving) before or at its step budget. Its standard
+    error joins the two noises of a run's CE as an estimate of its expected held-out CE: the evaluation sample's
+    (the dev rows as clusters, as for the default's runs) and the training seed's (the standard deviation over
+    seeds pooled over the usable full-data cells; the sweep's noise at that D when no cell has two)."""
     rows = []
     for exp in experiments:
         if exp.name not in sweeps or exp.floor is None:
@@ -335,11 +345,17 @@ def _sweep_floor_runs(experiments: list[Experiment], sweeps: dict[str, dict[str,
         analysis = sweeps[exp.name]
         cells = pd.DataFrame(analysis["cells"])
         full = cells[cells["fraction"] == cells["fraction"].max()]
-        noise = scaling.at_d(analysis["noise"], full["n_tokens"].iloc[0])  # the seed noise of the full-data cells
+        usable = full[~full["budget_limited"].astype(bool)]
+        within = usable.groupby("n_params")["val_ce"].var(ddof=1).dropna()
+        seed_sd = (float(np.sqrt(within.mean())) if len(within)
+                   else scaling.at_d(analysis["noise"], full["n_tokens"].iloc[0]))
+        runs = {(run.model, run.replicate): run for run in exp.sweep_runs if run.fraction == cells["fraction"].max()}
         for cell in full.itertuples():
-            rows.append({"run": f"sweep {cell.model}.s{cell.seed}/{cell.subset}", "fraction": 1.0,
-                         "train_ce": cell.train_ce, "test_ce": cell.val_ce, "test_ce_se": noise,
-                         "usable": not cell.budget_limited,
+            run = runs[(cell.model, cell.seed)]
+            eval_se = _sweep_eval_se(exp, run, seed) if not cell.budget_limited else float("nan")
+            rows.append({"run": f"sweep {run.label}/{cell.subset}", "fraction": 1.0, "train_ce": cell.train_ce,
+                         "test_ce": cell.val_ce, "test_ce_se": float(np.hypot(eval_se, seed_sd)),
+                         "eval_se": eval_se, "seed_sd": seed_sd, "usable": not cell.budget_limited,
                          "status": ("hit its step budget still improving" if cell.budget_limited
                                     else "converged (early-stopping rule met)")})
     return pd.DataFrame(rows)
@@ -379,7 +395,7 @@ def collect_checks(experiments: list[Experiment], report_cfg: dict[str, Any], fi
     if trained:
         rows += [claims.prop4(prop4_inputs(trained, statuses)), claims.params(params_inputs(trained))]
     rows.append(_scaling_row(experiments, sweeps, trained, statuses))
-    rows += _floor_rows(experiments, statuses, sweeps)
+    rows += _floor_rows(experiments, statuses, sweeps, seed)
     rows += [claims.literature(claims.read_literature_csv()), claims.fig1()]
     return rows
 
