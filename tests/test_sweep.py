@@ -91,3 +91,9 @@ def test_noise_is_measured_per_training_set_size():
     assert noise == pytest.approx({10: 0.1 * 2**0.5, 20: 0.01 * 2**0.5}) and "each D" in source
     single, source = measured_noise(cells[cells["seed"] == 0])
     assert single == pytest.approx({10: 0.3, 20: 0.015}) and "last" in source
+    # a cell with a budget-limited run does not count where the D has cells without one
+    cells["budget_limited"] = [False, False, True, False, True, False, True, True]
+    noise, _ = measured_noise(cells)
+    assert noise == pytest.approx({10: 0.1 * 2**0.5, 20: 0.01 * 2**0.5})
+    cells["val_ce"] = [1.0, 1.2, 2.0, 2.6, 1.0, 1.02, 2.0, 2.02]
+    assert measured_noise(cells)[0][10] == pytest.approx(0.1 * 2**0.5)  # the open cell's 0.6 spread is left out

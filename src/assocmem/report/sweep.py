@@ -48,13 +48,20 @@ def measured_noise(cells: pd.DataFrame) -> tuple[dict[float, float], str]:
     """The noise of one run's validation CE at each D (the comparisons it calibrates, boundary tolerance and
     inverted U, are between the cells of one D, and a memorising small-D run is far noisier than a full-data one):
     the standard deviation over seeds pooled over the cells of that D when there are several seeds, else the
-    median spread of the last evaluations of the runs at that D."""
+    median spread of the last evaluations of the runs at that D. Budget-limited runs are left out where a D has
+    cells without them: how far a still-improving run got is not the noise of a converged cell's CE."""
+    usable = cells
+    if "budget_limited" in cells.columns:
+        open_cells = cells.groupby(["n_tokens", "n_params"])["budget_limited"].transform("any").astype(bool)
+        has_closed = (~open_cells).groupby(cells["n_tokens"]).transform("any")
+        usable = cells[~open_cells | ~has_closed]
     if cells["seed"].nunique() > 1:
-        within = cells.groupby(["n_tokens", "n_params"])["val_ce"].var(ddof=1)
+        within = usable.groupby(["n_tokens", "n_params"])["val_ce"].var(ddof=1)
         noise = within.groupby(level="n_tokens").mean() ** 0.5
-        source = "standard deviation of the best validation CE over seeds, pooled over the cells of each D"
+        source = ("standard deviation of the best validation CE over seeds, pooled over the cells of each D whose "
+                  "runs all met their early-stopping rule")
     else:
-        noise = cells.groupby("n_tokens")["late_spread"].median()
+        noise = usable.groupby("n_tokens")["late_spread"].median()
         source = f"median standard deviation of the validation CE over each run's last {LAST_EVALS} evaluations"
     return {d: float(v) for d, v in noise.items()}, source
 
