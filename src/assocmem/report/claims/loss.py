@@ -92,11 +92,12 @@ def scaling(runs: pd.DataFrame) -> dict[str, Any]:
                   r"$n=\Theta(\log d)$, i.e. $N=O(\log D)$, not $N=O(D^2)$. Empirically: slope of $\log N$ on "
                   r"$\log D^*$ (numbers)."),
         limits=("Needs at least three model sizes whose best data size lies inside a data grid of three or more "
-                "sizes, all converged; the default config trains two sizes on three subsets, so the row is "
+                "sizes, all converged; the default config trains two sizes on two subsets, so the row is "
                 f"usually not testable. The scaling sweep tests it: {SWEEP_COMMAND} (about 45 min on 2 CPU "
                 "cores). No sweep is part of the default run: the default's own models already take about 9 of "
                 "its 10 minutes on 2 cores, and a 3 x 3 grid (S1/S3/S5 of config/scaling.yaml on its 1%/10%/100% "
-                "subsets, one seed) took 1,121 CPU-seconds there, about 9 more minutes. The fit assumes the loss minimum over D is well resolved by the grid."))
+                "subsets, one seed) took 1,121 CPU-seconds there, about 9 more minutes. The fit assumes the loss "
+                "minimum over D is well resolved by the grid."))
 
 
 SWEEP_COMMAND = "`snakemake --cores all --configfile config/scaling.yaml`"
