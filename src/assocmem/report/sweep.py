@@ -93,8 +93,10 @@ def heatmap(cells: pd.DataFrame, floor: float | None, out_dir: Path, name: str) 
         text = f"{value:.3f}" if floor is None else f"{value:.3f}\n({value - floor:+.3f})"
         if (means.index[i], means.columns[j]) in limited:
             text += "*"
-        dark = value > np.nanmean(means.to_numpy())
+        red, green, blue, _ = image.cmap(image.norm(value))
+        dark = 0.299 * red + 0.587 * green + 0.114 * blue < 0.5  # white text on the dark end of the map
         ax.text(j, i, text, ha="center", va="center", fontsize=7, color="white" if dark else "black")
+    ax.grid(False)
     ax.set_xticks(range(means.shape[1]), [style.plain_number(d) for d in means.columns], rotation=30)
     ax.set_yticks(range(means.shape[0]), [style.plain_number(n) for n in means.index])
     ax.set_xlabel("training tokens D")
