@@ -115,7 +115,7 @@ def test_budget_limited_cells_open_the_boundary_and_leave_e_to_the_converged_run
         return 1.0 + 20 / n**0.3 + 30 / d**0.3
     cells = grid_cells(loss, seeds=2, noise=0.002)
     cells["budget_limited"] = False
-    result = analyse(cells, tolerance=0.05, noise=0.01, n_boot=20, seed=0)
+    result = analyse(cells, tolerance=0.05, noise=0.01, n_boot=20, seed=0, n_boot_fit=3)
     assert result["boundary_slope_bracket"]["low"] == pytest.approx(result["boundary"]["slope"])
     assert result["boundary_slope_bracket"]["high"] == pytest.approx(result["boundary"]["slope"])
     assert result["converged_runs"] == len(cells) and result["parametric_converged"] == result["parametric"]
@@ -123,7 +123,7 @@ def test_budget_limited_cells_open_the_boundary_and_leave_e_to_the_converged_run
     # the smallest model at the largest D ran out of steps: the boundary there may be as low as it
     corner = (cells["n_params"] == N_GRID[0]) & (cells["n_tokens"] == D_GRID[-1]) & (cells["seed"] == 0)
     cells.loc[corner, "budget_limited"] = True
-    result = analyse(cells, tolerance=0.05, noise=0.01, n_boot=20, seed=0)
+    result = analyse(cells, tolerance=0.05, noise=0.01, n_boot=20, seed=0, n_boot_fit=3)
     points = pd.DataFrame(result["boundary_points"]).set_index("n_tokens")
     assert points.loc[D_GRID[-1], "n_low"] == N_GRID[0] and points.loc[D_GRID[-1], "budget_limited_cells"] == 1
     assert (points.drop(D_GRID[-1])["n_low"] == points.drop(D_GRID[-1])["n_boundary"]).all()

@@ -262,8 +262,10 @@ def _converged_runs(cells: pd.DataFrame) -> pd.DataFrame:
 
 
 def analyse(cells: pd.DataFrame, *, tolerance: PerD, noise: PerD, n_boot: int = 500, seed: int = 0,
-            level: float = 0.95) -> dict[str, Any]:
-    """The three analyses with their bootstrap intervals (see the module docstring)."""
+            level: float = 0.95, n_boot_fit: int | None = None) -> dict[str, Any]:
+    """The three analyses with their bootstrap intervals (see the module docstring). The parametric fit's
+    interval uses ``n_boot_fit`` replicates (default max(n_boot / 5, 50): each is a multi-start fit)."""
+    n_boot_fit = max(n_boot // 5, 50) if n_boot_fit is None else n_boot_fit
     _check_cells(cells)
     points = boundary_points(cells, tolerance)
     boundary = fit_boundary(points)
@@ -292,11 +294,11 @@ def analyse(cells: pd.DataFrame, *, tolerance: PerD, noise: PerD, n_boot: int = 
             return float("nan")
         return fit_parametric(sample["n_params"], sample["n_tokens"], sample["val_ce"], keep=6).E
 
-    energies = bootstrap(cells, irreducible, n_boot=max(n_boot // 5, 50), seed=seed + 1)
+    energies = bootstrap(cells, irreducible, n_boot=n_boot_fit, seed=seed + 1)
     converged = _converged_runs(cells)
     if len(converged) < len(cells) and _fittable(converged):
         converged_fit = asdict(fit_parametric(converged["n_params"], converged["n_tokens"], converged["val_ce"]))
-        converged_ci = percentile_ci(bootstrap(converged, irreducible, n_boot=max(n_boot // 5, 50), seed=seed + 3),
+        converged_ci = percentile_ci(bootstrap(converged, irreducible, n_boot=n_boot_fit, seed=seed + 3),
                                      level)
     elif len(converged) == len(cells):
         converged_fit, converged_ci = asdict(fit), percentile_ci(energies, level)
