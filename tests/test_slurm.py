@@ -373,15 +373,14 @@ def test_pipeline_test_config_on_slurm_matches_a_local_run(cluster, tmp_path):
 
 @pytest.mark.e2e
 def test_scaling_sweep_runs_through_the_slurm_profile(cluster, tmp_path):
-    """A 2 x 2 sweep, one seed (config/sweep_test.yaml cut down): every cell is its own SLURM job, and the report
-    analyses the sweep."""
+    """A 2 x 2 x 2-seed sweep (config/sweep_test.yaml cut down; the parametric fit needs at least 5 runs): every
+    cell and seed is its own SLURM job, and the report analyses the sweep."""
     import yaml
 
     sweep = yaml.safe_load((REPO / "config" / "sweep_test.yaml").read_text())
     exp = sweep["experiments"]["sweep"]
     exp["models"] = {name: exp["models"][name] for name in ("N1", "N3")}
     exp["subsets"]["fractions"] = [1.0, 0.3]
-    exp["sweep"]["seeds"] = 1  # one job fewer per cell: the DAG is the same, SLURM time is per job
     sweep["results_dir"] = str(tmp_path / "results")
     config_file = tmp_path / "sweep_slurm.yaml"
     config_file.write_text(yaml.safe_dump(sweep))
@@ -389,12 +388,12 @@ def test_scaling_sweep_runs_through_the_slurm_profile(cluster, tmp_path):
     plan = run_snakemake([*config, "-n", "--cores", "1"], tmp_path / "plan")
     assert plan.returncode == 0, plan.stderr[-3000:]
     expected = job_counts(plan.stdout + plan.stderr)
-    assert expected["train"] == 2 * 2 and "activations" not in expected
+    assert expected["train"] == 2 * 2 * 2 and "activations" not in expected
     on_slurm = run_snakemake([*config, *slurm_args(cluster)], tmp_path / "slurm_run", env=cluster.env)
     assert on_slurm.returncode == 0, on_slurm.stderr[-5000:]
     assert_ran_as_slurm_jobs(cluster, on_slurm.stderr, expected)
     checks = {c["id"]: c for c in json.loads((tmp_path / "results" / "report" / "checks.json").read_text())["checks"]}
     numbers = checks["scaling"]["numbers"]
-    assert numbers["cells"] == 4 and numbers["runs"] == 4 and numbers["n_tokens_span"] > 3
+    assert numbers["cells"] == 4 and numbers["runs"] == 8 and numbers["n_tokens_span"] > 3
     assert checks["scaling"]["verdict"] in {"reproduced", "refuted", "not-testable"}
     assert "Scaling sweep: sweep" in (tmp_path / "results" / "report" / "index.html").read_text()
