@@ -43,6 +43,7 @@ from assocmem.io import AssocmemError
 
 HUBER_DELTA = 1e-3  # Hoffmann et al. (2022), approach 3
 CELL_COLUMNS = ("n_params", "n_tokens", "seed", "val_ce")
+SIDES = ("low", "high")  # the two ends of the boundary-slope bracket
 
 
 @dataclass(frozen=True)
@@ -234,7 +235,7 @@ def percentile_ci(samples: np.ndarray, level: float = 0.95) -> tuple[float, floa
     return float(np.percentile(finite, tail)), float(np.percentile(finite, 100 - tail))
 
 
-def bootstrap(cells: pd.DataFrame, statistic: Callable[[pd.DataFrame, np.random.Generator], float], *,
+def bootstrap(cells: pd.DataFrame, statistic: Callable[[pd.DataFrame, np.random.Generator], Any], *,
               n_boot: int, seed: int) -> np.ndarray:
     """``statistic(resampled_cells, rng)`` over ``n_boot`` replicates whose seeds are resampled within cells."""
     rng = np.random.default_rng(seed)
@@ -270,22 +271,17 @@ def analyse(cells: pd.DataFrame, *, tolerance: PerD, noise: PerD, n_boot: int = 
     points = boundary_points(cells, tolerance)
     boundary = fit_boundary(points)
 
-    def slope(sample: pd.DataFrame, rng: np.random.Generator) -> float:
+    def slopes_of(pts: pd.DataFrame) -> tuple[float, float, float]:
+        """(measured, low-end, high-end) boundary slope of one set of boundary points."""
+        return (fit_boundary(pts)["slope"], *(fit_boundary(extreme_boundary(pts, side))["slope"] for side in SIDES))
+
+    def slopes(sample: pd.DataFrame, rng: np.random.Generator) -> tuple[float, float, float]:
         pts = boundary_points(sample, tolerance)
-        pts = pts.iloc[rng.integers(0, len(pts), size=len(pts))]
-        return fit_boundary(pts)["slope"]
+        return slopes_of(pts.iloc[rng.integers(0, len(pts), size=len(pts))])
 
-    slopes = bootstrap(cells, slope, n_boot=n_boot, seed=seed)
-    bracket = {side: fit_boundary(extreme_boundary(points, side))["slope"] for side in ("low", "high")}
-
-    def extreme_slope(side: str) -> Callable[[pd.DataFrame, np.random.Generator], float]:
-        def statistic(sample: pd.DataFrame, rng: np.random.Generator) -> float:
-            pts = boundary_points(sample, tolerance)
-            return fit_boundary(extreme_boundary(pts.iloc[rng.integers(0, len(pts), size=len(pts))], side))["slope"]
-        return statistic
-
-    bracket_ci = {side: percentile_ci(bootstrap(cells, extreme_slope(side), n_boot=n_boot, seed=seed), level)
-                  for side in ("low", "high")}
+    replicates = bootstrap(cells, slopes, n_boot=n_boot, seed=seed)  # one resample serves all three slopes
+    bracket = dict(zip(SIDES, slopes_of(points)[1:], strict=True))
+    bracket_ci = {side: percentile_ci(replicates[:, column], level) for column, side in enumerate(SIDES, start=1)}
     fit = fit_parametric(cells["n_params"], cells["n_tokens"], cells["val_ce"])  # every run is one point
 
     def irreducible(sample: pd.DataFrame, rng: np.random.Generator) -> float:
@@ -310,7 +306,7 @@ def analyse(cells: pd.DataFrame, *, tolerance: PerD, noise: PerD, n_boot: int = 
     return {
         "tolerance": tolerance, "noise": noise, "level": level, "n_boot": n_boot,
         "boundary_points": points.to_dict(orient="records"), "boundary": boundary,
-        "boundary_slope_ci": percentile_ci(slopes, level),
+        "boundary_slope_ci": percentile_ci(replicates[:, 0], level),
         "budget_limited_cells": budget_limited_cells(cells).to_dict(orient="records"),
         "boundary_slope_bracket": bracket, "boundary_slope_bracket_ci": bracket_ci,
         "parametric": asdict(fit), "E_ci": percentile_ci(energies, level),
