@@ -148,3 +148,28 @@ def test_gemm_ceiling_counts_the_flops_of_a_training_step() -> None:
     tokens = CFG["batch"] * block
     assert result["gemm_flops_per_step"] / tokens == pytest.approx(flops_per_token(config, block, matrices))
     assert 0 < result["gemm_s_per_step"] < 1.0
+
+
+def load_levers():
+    if "bench_step_levers" not in sys.modules:
+        path = BENCH.parent / "bench_step_levers.py"
+        spec = importlib.util.spec_from_file_location("bench_step_levers", path)
+        sys.modules["bench_step_levers"] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sys.modules["bench_step_levers"])
+    return sys.modules["bench_step_levers"]
+
+
+@pytest.mark.parametrize("variant", ["manual-attention", "fused-ce", "fused-adamw"])
+def test_step_levers_compute_the_base_step(variant: str) -> None:
+    """bench_step_levers.py times levers that must not change the arithmetic: same losses, same weights."""
+    torch.set_num_threads(1)
+    levers = load_levers()
+    hyper = load_bench().HYPER
+    data = levers.batches(CFG, 8, seed=5)
+    base, other = levers.Variant("base", CFG, hyper), levers.Variant(variant, CFG, hyper)
+    base_losses = [float(base.step(x, y)) for x, y in data]
+    other_losses = [float(other.step(x, y)) for x, y in data]
+    assert base_losses[0] > 0
+    np.testing.assert_allclose(other_losses, base_losses, rtol=1e-5)
+    for p, q in zip(base.model.parameters(), other.model.parameters(), strict=True):
+        torch.testing.assert_close(q, p, rtol=1e-4, atol=1e-6)
