@@ -69,6 +69,7 @@ ARMS = {
     "project-nobias+malloc+compile": Arm("project", bias=False, malloc=True, compile=True),
     "project-nobias+malloc+foreach": Arm("project", bias=False, malloc=True, optimizer="foreach"),
     "project-nobias+malloc+fused": Arm("project", bias=False, malloc=True, optimizer="fused"),
+    "project-nobias+malloc+compile+fused": Arm("project", bias=False, malloc=True, compile=True, optimizer="fused"),
 }
 DEFAULT_ARMS = "reference,project,project-nobias,project-nobias+malloc,project-nobias+malloc+compile"
 
@@ -208,11 +209,12 @@ def project_optimizer(kind: str):
     """The product's make_optimizer, or a foreach/fused AdamW variant of it (a lever under test)."""
     from assocmem import train
 
+    product = train.make_optimizer  # captured: the caller installs the variant in its place
     if kind == "default":
-        return train.make_optimizer
+        return product
 
     def variant(model, settings, device):
-        optimizer = train.make_optimizer(model, settings, device)
+        optimizer = product(model, settings, device)
         return torch.optim.AdamW(optimizer.param_groups, lr=settings.lr, betas=(settings.beta1, settings.beta2),
                                  **{kind: True})
 

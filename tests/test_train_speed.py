@@ -173,3 +173,19 @@ def test_step_levers_compute_the_base_step(variant: str) -> None:
     np.testing.assert_allclose(other_losses, base_losses, rtol=1e-5)
     for p, q in zip(base.model.parameters(), other.model.parameters(), strict=True):
         torch.testing.assert_close(q, p, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("kind", ["foreach", "fused"])
+def test_bench_optimizer_variant_wraps_the_product_optimizer(kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The benchmark installs its AdamW variant in place of train.make_optimizer; the variant must call the
+    product's function it replaced (it once called itself, so the +foreach/+fused arms never ran)."""
+    from assocmem import train
+
+    bench = load_bench()
+    monkeypatch.setattr(train, "make_optimizer", bench.project_optimizer(kind))
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.LayerNorm(4))
+    settings = TrainSettings(batch_size=2, micro_batch_size=None, max_steps=1, eval_interval=1, eval_batches=1,
+                             checkpoint_interval=1, device="cpu", **bench.HYPER)
+    optimizer = train.make_optimizer(model, settings, torch.device("cpu"))
+    assert optimizer.defaults[kind] is True
+    assert [g["weight_decay"] for g in optimizer.param_groups] == [bench.HYPER["weight_decay"], 0.0]
