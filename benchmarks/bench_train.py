@@ -56,6 +56,7 @@ class Arm:
     malloc: bool  # run under the rule environment's GLIBC_TUNABLES
     compile: bool = False
     optimizer: str = "default"  # "default" (the product's), "foreach" or "fused"
+    gemm: str = "native"  # fp32 GEMM library of the Linear layers: "native" (F.linear: MKL) or "onednn"
 
 
 ARMS = {
@@ -70,8 +71,13 @@ ARMS = {
     "project-nobias+malloc+foreach": Arm("project", bias=False, malloc=True, optimizer="foreach"),
     "project-nobias+malloc+fused": Arm("project", bias=False, malloc=True, optimizer="fused"),
     "project-nobias+malloc+compile+fused": Arm("project", bias=False, malloc=True, compile=True, optimizer="fused"),
+    # train.gemm: auto picks oneDNN on CPU, so these are the product as it runs by default now
+    "project+malloc+onednn": Arm("project", bias=True, malloc=True, gemm="onednn"),
+    "project-nobias+malloc+onednn": Arm("project", bias=False, malloc=True, gemm="onednn"),
+    # the reference loop with only its Linear products moved to oneDNN: the GEMM library's share of a gain
+    "reference+onednn": Arm("reference", bias=False, malloc=False, gemm="onednn"),
 }
-DEFAULT_ARMS = "reference,project,project-nobias,project-nobias+malloc,project-nobias+malloc+compile"
+DEFAULT_ARMS = "reference,project,project-nobias+malloc,project-nobias+malloc+onednn,reference+onednn"
 
 
 # --------------------------------------------------------------------------- the reference (no project code)
@@ -198,11 +204,22 @@ def run_reference(cfg: dict, arm: Arm, steps: int, seed: int) -> dict:
     store = RandomTokens(cfg["vocab"], N_TOKENS, seed)
     torch.manual_seed(seed)
     model = GPT(cfg["vocab"], cfg["block"], cfg["n_layer"], cfg["n_head"], cfg["d_model"], arm.bias)
+    if arm.gemm == "onednn":
+        route_linears_to_onednn(model)
     stamps: list[tuple[float, float, float]] = []
     losses = reference_train(model, window_batches(store, cfg["batch"], cfg["block"], seed), steps, HYPER,
                              on_step=lambda _: stamps.append(clocks()))
     return {"stamps": stamps, "mean_loss": float(np.mean(losses)),
             "n_params": sum(p.numel() for p in model.parameters())}
+
+
+def route_linears_to_onednn(model: nn.Module) -> None:
+    """The reference model with every nn.Linear computed by assocmem.gemm.onednn_linear (nothing else changes)."""
+    from assocmem.gemm import onednn_linear
+
+    for module in model.modules():
+        if isinstance(module, nn.Linear):
+            module.forward = lambda x, m=module: onednn_linear(x, m.weight, m.bias)
 
 
 def project_optimizer(kind: str):
@@ -230,7 +247,7 @@ def run_project(cfg: dict, arm: Arm, steps: int, seed: int, workdir: Path) -> di
     store = RandomTokens(cfg["vocab"], N_TOKENS, seed)
     settings = train.TrainSettings(batch_size=cfg["batch"], micro_batch_size=None, max_steps=steps,
                                    eval_interval=steps, eval_batches=1, checkpoint_interval=10 * steps, device="cpu",
-                                   compile=arm.compile, **HYPER)
+                                   compile=arm.compile, gemm=arm.gemm, **HYPER)
     model_config = ModelConfig(vocab_size=cfg["vocab"], n_layer=cfg["n_layer"], d_model=cfg["d_model"],
                                n_head=cfg["n_head"], d_ff=4 * cfg["d_model"], max_len=cfg["block"], bias=arm.bias)
     train.make_optimizer = project_optimizer(arm.optimizer)
@@ -251,15 +268,25 @@ def clocks() -> tuple[float, float, float]:
 
 
 def run_peak(seconds: float = 1.0, size: int = 2048) -> dict:
-    """Best fp32 GEMM rate (FLOP/s) of short bursts: the denominator of MFU."""
+    """Best fp32 GEMM rate (FLOP/s) of short bursts through MKL (``@``) and through oneDNN; the faster one is
+    the machine's fp32 peak, the denominator of MFU."""
+    from assocmem.gemm import onednn_available, onednn_linear
+
     a, b = torch.randn(size, size), torch.randn(size, size)
-    a @ b
+    rates = {"mkl": best_rate(lambda: a @ b, 2.0 * size**3, seconds / 2)}
+    if onednn_available():
+        rates["onednn"] = best_rate(lambda: onednn_linear(a, b), 2.0 * size**3, seconds / 2)
+    return {"peak_flops": max(rates.values()), "rates": rates}
+
+
+def best_rate(product, flops: float, seconds: float) -> float:
+    product()
     best, start = 0.0, time.perf_counter()
     while time.perf_counter() - start < seconds:
         t0 = time.perf_counter()
-        a @ b
-        best = max(best, 2.0 * size**3 / (time.perf_counter() - t0))
-    return {"peak_flops": best}
+        product()
+        best = max(best, flops / (time.perf_counter() - t0))
+    return best
 
 
 def step_gemms(cfg: dict) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
@@ -281,14 +308,21 @@ def step_gemms(cfg: dict) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
     return shapes
 
 
-def run_gemm_floor(cfg: dict, repeats: int = 20) -> dict:
+def run_gemm_floor(cfg: dict, library: str = "mkl", repeats: int = 20) -> dict:
     """Seconds per step spent in the step's matrix products alone (best of ``repeats``): no implementation that
-    performs the same fp32 products can take less, so tokens_per_step / this is the ceiling of any trainer."""
+    performs the same fp32 products through the same library can take less, so tokens_per_step / this is the
+    ceiling of any trainer. ``library``: "mkl" (torch.matmul) or "onednn" (the 2-D products through
+    assocmem.gemm.onednn_linear, as train.gemm=onednn runs them; the batched attention products stay on matmul)."""
+    from assocmem.gemm import onednn_linear
+
     operands = [(torch.randn(a), torch.randn(b)) for a, b in step_gemms(cfg)]
 
     def one_step() -> None:
         for a, b in operands:
-            torch.matmul(a, b)
+            if library == "onednn" and a.dim() == 2:
+                onednn_linear(a, b.t())
+            else:
+                torch.matmul(a, b)
 
     one_step()
     best = math.inf
@@ -306,7 +340,7 @@ def worker(spec: dict) -> None:
     if spec["arm"] == "peak":
         result = run_peak()
     elif spec["arm"] == "gemm":
-        result = run_gemm_floor(CONFIGS[spec["config"]])
+        result = run_gemm_floor(CONFIGS[spec["config"]], spec.get("library", "mkl"))
     else:
         arm, cfg = ARMS[spec["arm"]], CONFIGS[spec["config"]]
         start = time.perf_counter()
@@ -367,13 +401,20 @@ def bench(config: str, arms: list[str], rounds: int, steps: int, warmup: int, th
     cfg = CONFIGS[config]
     tokens_per_step = cfg["batch"] * cfg["block"]
     runs = {arm: ArmRuns([], [], [], [], []) for arm in arms}
-    peaks, loads, ceilings = [], [], []
+    peaks, loads = [], []
+    rates: dict[str, list[float]] = {}
+    ceilings: dict[str, list[float]] = {"mkl": [], "onednn": []}
     with tempfile.TemporaryDirectory() as cache_dir:  # torch.compile cache: cold in round 1, warm after
         for round_ in range(rounds):
             order = arms[round_ % len(arms):] + arms[:round_ % len(arms)]
-            peaks.append(launch({"arm": "peak", "threads": threads}, None, cache_dir)["peak_flops"])
-            gemm = launch({"arm": "gemm", "config": config, "threads": threads}, None, cache_dir)
-            ceilings.append(tokens_per_step / gemm["gemm_s_per_step"])
+            peak = launch({"arm": "peak", "threads": threads}, None, cache_dir)
+            peaks.append(peak["peak_flops"])
+            for library, rate in peak["rates"].items():
+                rates.setdefault(library, []).append(rate)
+            for library in ceilings if "onednn" in peak["rates"] else ["mkl"]:
+                gemm = launch({"arm": "gemm", "config": config, "threads": threads, "library": library}, None,
+                              cache_dir)
+                ceilings[library].append(tokens_per_step / gemm["gemm_s_per_step"])
             for arm in order:
                 spec = {"arm": arm, "config": config, "steps": steps, "seed": seed, "threads": threads}
                 result = launch(spec, malloc if ARMS[arm].malloc else None, cache_dir)
@@ -387,14 +428,19 @@ def bench(config: str, arms: list[str], rounds: int, steps: int, warmup: int, th
             loads.append(os.getloadavg()[0])
             print(f"  round {round_ + 1}/{rounds} done (1-min load average {loads[-1]:.2f})", flush=True)
     report(cfg, config, arms, runs, peaks, malloc, loads)
-    report_ceiling(arms, runs, ceilings)
+    print("   fp32 GEMM rate at 2048^3 by library: " + "; ".join(
+        f"{lib} {min(r) / 1e9:.0f}-{max(r) / 1e9:.0f} GFLOP/s" for lib, r in rates.items()))
+    for library, per_round in ceilings.items():
+        if per_round:
+            report_ceiling(arms, runs, per_round, library)
 
 
-def report_ceiling(arms: list[str], runs: dict[str, ArmRuns], ceilings: list[float]) -> None:
-    """The step's matrix products alone, timed once per round: the most any fp32 trainer can reach."""
+def report_ceiling(arms: list[str], runs: dict[str, ArmRuns], ceilings: list[float], library: str) -> None:
+    """The step's matrix products alone, timed once per round: the most any fp32 trainer using ``library``
+    for them can reach."""
     base = "reference" if "reference" in arms else arms[0]
     ratio = [c / b for c, b in zip(ceilings, runs[base].wall, strict=True)]
-    print(f"   GEMM-only ceiling (the step's matrix products alone, bias-free shapes): {min(ceilings):.0f}-"
+    print(f"   GEMM-only ceiling, {library} (the step's matrix products alone, bias-free shapes): {min(ceilings):.0f}-"
           f"{max(ceilings):.0f} tokens/s = {min(ratio):.2f}-{max(ratio):.2f}x {base} (per round; best/best "
           f"{max(ceilings) / max(runs[base].wall):.2f}x): no trainer doing the same fp32 products can beat it")
 
@@ -405,7 +451,7 @@ def report(cfg: dict, config: str, arms: list[str], runs: dict[str, ArmRuns], pe
 
     print(f"\n== {config}: {cfg['n_layer']}L/{cfg['n_head']}H/d{cfg['d_model']}/T{cfg['block']}/B{cfg['batch']}/"
           f"V{cfg['vocab']}, fp32; GEMM peak {min(peaks) / 1e9:.1f}-{max(peaks) / 1e9:.1f} GFLOP/s (2048^3, "
-          f"once per round); load average after each round {', '.join(f'{x:.2f}' for x in loads)}")
+          f"faster library, once per round); load average after each round {', '.join(f'{x:.2f}' for x in loads)}")
     print(f"   +malloc arms run with GLIBC_TUNABLES={malloc}")
     base = "reference" if "reference" in arms else arms[0]
     print(f"{'arm':31s} {'tokens/s (wall)':>16s} {'x ' + base:>11s} {'best/best':>9s} {'x (CPU time)':>12s} "

@@ -1,7 +1,8 @@
 """Speed levers of the trainer must leave the science unchanged, and batching must not cost more on more data.
 
 * The project's trainer and the plain nanoGPT-style reference loop of ``benchmarks/bench_train.py`` give the same
-  per-step losses from the same seed (the benchmark's speed ratio compares like with like).
+  per-step losses from the same seed (the benchmark's speed ratio compares like with like), with the Linear
+  products on either GEMM library (train.gemm native or onednn).
 * ``SequenceBatches`` computes one permutation per epoch, so a batch costs the same on 1,000 or 1,000,000 rows.
 """
 
@@ -17,6 +18,7 @@ import pandas as pd
 import pytest
 import torch
 
+from assocmem import gemm as gemm_module
 from assocmem.model import ModelConfig, flops_per_token
 from assocmem.train import IGNORE, SequenceBatches, TrainJob, TrainSettings, WindowBatches, fixed_windows
 
@@ -33,10 +35,10 @@ def load_bench():
     return sys.modules["bench_train"]
 
 
-def project_losses(bench, bias: bool, tmp_path: Path) -> list[float]:
+def project_losses(bench, bias: bool, tmp_path: Path, gemm: str = "auto") -> list[float]:
     store = bench.RandomTokens(CFG["vocab"], 5000, seed=3)
     settings = TrainSettings(batch_size=CFG["batch"], micro_batch_size=None, max_steps=STEPS, eval_interval=1,
-                             eval_batches=1, checkpoint_interval=1000, device="cpu", **bench.HYPER)
+                             eval_batches=1, checkpoint_interval=1000, device="cpu", gemm=gemm, **bench.HYPER)
     config = ModelConfig(vocab_size=CFG["vocab"], n_layer=CFG["n_layer"], d_model=CFG["d_model"],
                          n_head=CFG["n_head"], d_ff=4 * CFG["d_model"], max_len=CFG["block"], bias=bias)
     job = TrainJob(run_dir=tmp_path / "run", model_config=config, settings=settings,
@@ -55,11 +57,19 @@ def reference_losses(bench, bias: bool) -> list[float]:
                                  bench.HYPER)
 
 
+@pytest.mark.parametrize("gemm", ["native", "onednn"])
 @pytest.mark.parametrize("bias", [True, False])
-def test_trainer_and_reference_loop_give_the_same_losses(bias: bool, tmp_path: Path) -> None:
+def test_trainer_and_reference_loop_give_the_same_losses(bias: bool, gemm: str, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The reference loop runs F.linear (MKL); with train.gemm=onednn every product of the tiny model goes
+    through oneDNN (threshold lifted), so the 20 losses also compare the two GEMM libraries."""
+    if gemm == "onednn":
+        if not gemm_module.onednn_available():
+            pytest.skip("this torch build has no oneDNN")
+        monkeypatch.setattr(gemm_module, "ONEDNN_MIN_MACS", 0)
     torch.set_num_threads(1)
     bench = load_bench()
-    project = project_losses(bench, bias, tmp_path)
+    project = project_losses(bench, bias, tmp_path, gemm)
     reference = reference_losses(bench, bias)
     assert len(project) == len(reference) == STEPS
     np.testing.assert_allclose(project, reference, rtol=1e-5, atol=0)

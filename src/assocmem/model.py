@@ -14,6 +14,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from assocmem.gemm import GemmBackend, onednn_linear
+
 
 @dataclass(frozen=True)
 class ModelConfig:
@@ -39,12 +41,24 @@ class ModelConfig:
         return asdict(self)
 
 
+class Linear(nn.Linear):
+    """``nn.Linear`` (same parameters and state dict) whose products run on the backend set by
+    ``DecoderLM.set_gemm``: ``native`` is ``F.linear``; ``onednn`` is ``assocmem.gemm.onednn_linear``."""
+
+    gemm: GemmBackend = "native"
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.gemm == "onednn":
+            return onednn_linear(x, self.weight, self.bias)
+        return F.linear(x, self.weight, self.bias)
+
+
 class CausalSelfAttention(nn.Module):
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         self.n_head = cfg.n_head
-        self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model, bias=cfg.bias)
-        self.proj = nn.Linear(cfg.d_model, cfg.d_model, bias=cfg.bias)
+        self.qkv = Linear(cfg.d_model, 3 * cfg.d_model, bias=cfg.bias)
+        self.proj = Linear(cfg.d_model, cfg.d_model, bias=cfg.bias)
         self.dropout = cfg.dropout
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -65,7 +79,7 @@ class Block(nn.Module):
         self.attn = CausalSelfAttention(cfg)
         self.ln2 = nn.LayerNorm(cfg.d_model, bias=cfg.bias)
         self.ff = nn.Sequential(
-            nn.Linear(cfg.d_model, cfg.d_ff, bias=cfg.bias), nn.GELU(), nn.Linear(cfg.d_ff, cfg.d_model, bias=cfg.bias)
+            Linear(cfg.d_model, cfg.d_ff, bias=cfg.bias), nn.GELU(), Linear(cfg.d_ff, cfg.d_model, bias=cfg.bias)
         )
         self.drop = nn.Dropout(cfg.dropout)
 
@@ -83,7 +97,7 @@ class DecoderLM(nn.Module):
         self.drop = nn.Dropout(cfg.dropout)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
         self.ln_f = nn.LayerNorm(cfg.d_model, bias=cfg.bias)
-        self.head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        self.head = Linear(cfg.d_model, cfg.vocab_size, bias=False)
         if cfg.tie_embeddings:
             self.head.weight = self.tok_emb.weight
         self.apply(self._init_weights)
@@ -99,6 +113,13 @@ class DecoderLM(nn.Module):
                 nn.init.zeros_(module.bias)
         elif isinstance(module, nn.Embedding):
             nn.init.normal_(module.weight, mean=0.0, std=0.02)
+
+    def set_gemm(self, backend: GemmBackend) -> DecoderLM:
+        """Route every Linear (the unembedding included) through ``backend``; the weights are untouched."""
+        for module in self.modules():
+            if isinstance(module, Linear):
+                module.gemm = backend
+        return self
 
     def num_parameters(self) -> int:
         """Unique parameters (a tied head counts once)."""
