@@ -1,12 +1,15 @@
 """Exact k-NN speed (assocmem.neighbours.knn) against the hardware: arms interleaved in one process.
 
 Part 1, speed: a Gaussian self-search (N x n, k) timed round by round in a rotating order:
-  * peak      fp32 GEMM (N-row blocks of 4096 x n times n x 4096): faiss's bundled OpenBLAS (cblas_sgemm) and
-              torch (MKL); the larger is the machine's peak of that round;
+  * peak      fp32 GEMM (N-row blocks of 4096 x n times n x 4096): faiss's bundled OpenBLAS (cblas_sgemm), torch
+              (MKL) and oneDNN; the largest is the machine's peak of that round;
   * numpy     float32 BLAS ||q||^2 + ||x||^2 - 2<q, x> per query block, then argpartition;
   * torch     GEMM + topk in query blocks;
   * raw       faiss brute force as is (refine=False, center=False);
-  * default   the project's knn: self match excluded by id, duplicates grouped, centring, verified refine.
+  * raw-onednn the same through the onednn engine (oneDNN distance GEMM + torch.topk, refine=False, center=False);
+  * default   the project's knn: self match excluded by id, duplicates grouped, centring, verified refine
+              (cpu_engine auto: onednn where torch has it);
+  * default-faiss the same on the faiss engine.
 It prints each arm's GFLOP/s as a share of the same round's GEMM peak (2 N^2 n FLOPs), the default path's
 cost over raw faiss, id agreement, and the BLAS core type faiss's OpenBLAS runs with.
 
@@ -38,6 +41,7 @@ import numpy as np
 import torch
 
 from assocmem import neighbours
+from assocmem.gemm import onednn_available, onednn_linear
 from assocmem.neighbours import check_blas_core, knn, search_layer, set_threads
 
 # --------------------------------------------------------------------------- the arms
@@ -93,6 +97,8 @@ def gemm_peak(dim: int, seconds: float = 1.0) -> dict[str, float]:
     c = np.empty((4096, 4096), dtype=np.float32)
     ta, tb = torch.from_numpy(a), torch.from_numpy(b)
     runs = {"torch": lambda: torch.mm(ta, tb.T)}
+    if onednn_available():
+        runs["onednn"] = lambda: onednn_linear(ta, tb)
     sgemm = openblas_sgemm()
     if sgemm is not None:
         runs["faiss_openblas"] = lambda: sgemm(a, b, c)
@@ -123,8 +129,11 @@ def bench_speed(rows: int, dim: int, k: int, rounds: int, seed: int, arms: list[
     runs = {
         "numpy": lambda: numpy_knn(x, x, k + 1)[:, 1:],
         "torch": lambda: torch_knn(x, x, k + 1)[:, 1:],
-        "raw": lambda: knn(x, x, k + 1, device="cpu", refine=False, center=False)[1][:, 1:],
+        "raw": lambda: knn(x, x, k + 1, device="cpu", refine=False, center=False, cpu_engine="faiss")[1][:, 1:],
+        "raw-onednn": lambda: knn(x, x, k + 1, device="cpu", refine=False, center=False,
+                                  cpu_engine="onednn")[1][:, 1:],
         "default": lambda: knn(x, x, k, device="cpu", exclude_ids=everyone)[1],
+        "default-faiss": lambda: knn(x, x, k, device="cpu", exclude_ids=everyone, cpu_engine="faiss")[1],
     }
     flops = 2.0 * rows * rows * dim
     seconds: dict[str, list[float]] = {arm: [] for arm in arms}
@@ -142,15 +151,16 @@ def bench_speed(rows: int, dim: int, k: int, rounds: int, seed: int, arms: list[
         print(f"  round {round_ + 1}: GEMM peak " + ", ".join(f"{n} {v / 1e9:.1f}" for n, v in peak.items())
               + " GFLOP/s; " + ", ".join(f"{a} {seconds[a][-1]:.2f} s" for a in arms)
               + f"; load average {os.getloadavg()[0]:.2f}", flush=True)
-    print(f"  {'arm':10s} {'seconds min-max':>16s} {'GFLOP/s (best)':>15s} {'% of GEMM peak min-max':>23s}")
+    print(f"  {'arm':13s} {'seconds min-max':>16s} {'GFLOP/s (best)':>15s} {'% of GEMM peak min-max':>23s}")
     for arm in arms:
         share = [flops / s / p for s, p in zip(seconds[arm], peaks, strict=True)]
-        print(f"  {arm:10s} {min(seconds[arm]):7.2f}-{max(seconds[arm]):<8.2f} {flops / min(seconds[arm]) / 1e9:15.1f} "
+        print(f"  {arm:13s} {min(seconds[arm]):7.2f}-{max(seconds[arm]):<8.2f} {flops / min(seconds[arm]) / 1e9:15.1f} "
               f"{min(share):10.0%}-{max(share):<11.0%}")
-    if "raw" in arms and "default" in arms:
-        ratio = [d / r for d, r in zip(seconds["default"], seconds["raw"], strict=True)]
-        print(f"  default knn / raw faiss time, per round: {min(ratio):.3f}-{max(ratio):.3f} "
-              f"(best/best {min(seconds['default']) / min(seconds['raw']):.3f})")
+    for full, raw in (("default", "raw"), ("default", "raw-onednn"), ("default-faiss", "raw")):
+        if full in arms and raw in arms:
+            ratio = [d / r for d, r in zip(seconds[full], seconds[raw], strict=True)]
+            print(f"  {full} knn / {raw} time, per round: {min(ratio):.3f}-{max(ratio):.3f} "
+                  f"(best/best {min(seconds[full]) / min(seconds[raw]):.3f})")
     reference = ids.get("default")
     for arm in arms:
         if reference is not None and arm != "default":
@@ -225,7 +235,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--dim", type=int, default=1024)
     parser.add_argument("--k", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--arms", default="numpy,torch,raw,default")
+    parser.add_argument("--arms", default="numpy,torch,raw,raw-onednn,default,default-faiss")
     parser.add_argument("--threads", type=int, default=None, help="threads (default: $OMP_NUM_THREADS or all)")
     parser.add_argument("--scaling", action="store_true", help="part 2 only: stage time against FLOPs")
     parser.add_argument("--sizes", default="2000,5000,10000,20000,40000")

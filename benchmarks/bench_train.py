@@ -76,6 +76,7 @@ ARMS = {
     "project-nobias+malloc+onednn": Arm("project", bias=False, malloc=True, gemm="onednn"),
     # the reference loop with only its Linear products moved to oneDNN: the GEMM library's share of a gain
     "reference+onednn": Arm("reference", bias=False, malloc=False, gemm="onednn"),
+    "reference+malloc+onednn": Arm("reference", bias=False, malloc=True, gemm="onednn"),
 }
 DEFAULT_ARMS = "reference,project,project-nobias+malloc,project-nobias+malloc+onednn,reference+onednn"
 

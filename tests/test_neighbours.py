@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import warnings
 
 import faiss
 import numpy as np
@@ -125,15 +126,25 @@ def test_verified_refine_is_exact_when_float32_cancellation_misranks() -> None:
     np.testing.assert_allclose(dist, ref_dist, rtol=1e-6)
 
 
-def test_pool_cap_warns_and_still_returns_exact_distances(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("engine", ["faiss", "onednn"])
+def test_pool_cap_warns_and_stays_within_the_float32_error(engine: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """40 distinct rows closer together than the float32 noise, and a pool capped below 40: which of them are
+    the nearest is decided by rounding, so only the exact answer to within that noise is guaranteed (and
+    warned about). The rows outside the cluster are settled and exact."""
     monkeypatch.setattr(neighbours, "_MAX_POOL", 16)
     x = gaussian(100, 8, seed=31, offset=50.0)
     x[:40] = x[0]
-    x[:40, 0] += np.arange(40, dtype=np.float32) * 1e-5  # 40 distinct rows closer than the float32 noise
+    x[:40, 0] += np.arange(40, dtype=np.float32) * 1e-5
+    rows = np.arange(100)
     with pytest.warns(RuntimeWarning, match="queries still had candidates"):
-        dist, ids = knn(x, x, 3, device="cpu", exclude_ids=np.arange(100))
+        dist, ids = knn(x, x, 3, device="cpu", exclude_ids=rows, cpu_engine=engine)
     assert (dist[:40] < 1e-3).all() and (ids[:40] < 40).all()
-    assert_valid_knn(dist, ids, x, x, 3, exclude=np.arange(100))
+    full = reference_distances(x, x, rows)
+    ref_dist, ref_ids = reference_knn(full, 3)
+    np.testing.assert_allclose(np.take_along_axis(full, ids, axis=1), dist, rtol=RTOL, atol=ATOL)  # true distances
+    cluster_error = dist[:40].astype(np.float64) ** 2 - ref_dist[:40] ** 2  # centred norms ~10: noise ~1e-6
+    assert (cluster_error > -1e-12).all() and cluster_error.max() < 1e-6
+    assert_valid_knn(dist[40:], ids[40:], x, x[40:], 3, exclude=rows[40:])
 
 
 def test_duplicate_group_larger_than_the_pool_is_searched_once(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -142,9 +153,9 @@ def test_duplicate_group_larger_than_the_pool_is_searched_once(monkeypatch: pyte
     pools: list[tuple[int, int]] = []
     search_cpu = neighbours._search_cpu
 
-    def recording(shards, queries, k, query_batch):
+    def recording(shards, queries, k, query_batch, engine):
         pools.append((queries.shape[0], k))
-        return search_cpu(shards, queries, k, query_batch)
+        return search_cpu(shards, queries, k, query_batch, engine)
 
     monkeypatch.setattr(neighbours, "_search_cpu", recording)
     x = gaussian(300, 8, seed=32, offset=50.0)
@@ -430,15 +441,30 @@ def point_sets_with_duplicates(draw):
     return x, k, db_batch
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@pytest.fixture(params=["faiss", "onednn"])
+def engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The CPU engine; onednn sends every product through oneDNN (one patch, the same for every example)."""
+    if request.param == "onednn":
+        from assocmem import gemm
+
+        if not gemm.onednn_available():
+            pytest.skip("this torch build has no oneDNN")
+        monkeypatch.setattr(gemm, "ONEDNN_MIN_MACS", 0)
+    return request.param
+
+
+FIXTURE_OK = [HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=FIXTURE_OK)
 @given(point_sets_with_duplicates())
-def test_property_self_knn_matches_reference(case) -> None:
+def test_property_self_knn_matches_reference(engine: str, case) -> None:
     x, k, db_batch = case
     rows = np.arange(len(x))
-    dist, ids = knn(x, x, k, device="cpu", exclude_ids=rows, db_batch=db_batch, query_batch=7)
+    dist, ids = knn(x, x, k, device="cpu", exclude_ids=rows, db_batch=db_batch, query_batch=7, cpu_engine=engine)
     assert_valid_knn(dist, ids, x, x, k, exclude=rows)
     assert np.all(np.diff(dist, axis=1) >= 0)
-    unsharded = knn(x, x, k, device="cpu", exclude_ids=rows)
+    unsharded = knn(x, x, k, device="cpu", exclude_ids=rows, cpu_engine=engine)
     np.testing.assert_array_equal(dist, unsharded[0])
     np.testing.assert_array_equal(ids, unsharded[1])
     # Every exact duplicate of a row must appear (at 0) before any positive distance.
@@ -459,16 +485,16 @@ def grid_points_with_heldout(draw):
     return x, queries, draw(st.integers(1, rows - 1)), draw(st.one_of(st.none(), st.integers(1, rows)))
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=FIXTURE_OK)
 @given(grid_points_with_heldout())
-def test_property_duplicate_groups_give_the_exact_tie_order(case) -> None:
+def test_property_duplicate_groups_give_the_exact_tie_order(engine: str, case) -> None:
     x, queries, k, db_batch = case
     rows = np.arange(len(x))
-    dist, ids = knn(x, x, k, device="cpu", exclude_ids=rows, db_batch=db_batch, query_batch=5)
+    dist, ids = knn(x, x, k, device="cpu", exclude_ids=rows, db_batch=db_batch, query_batch=5, cpu_engine=engine)
     ref_dist, ref_ids = reference_knn(reference_distances(x, x, rows), k)
     np.testing.assert_array_equal(ids, ref_ids)
     np.testing.assert_allclose(dist, ref_dist, rtol=1e-6)
-    dist, ids = knn(x, queries, k, device="cpu", db_batch=db_batch)
+    dist, ids = knn(x, queries, k, device="cpu", db_batch=db_batch, cpu_engine=engine)
     ref_dist, ref_ids = reference_knn(reference_distances(x, queries), k)
     np.testing.assert_array_equal(ids, ref_ids)
     np.testing.assert_allclose(dist, ref_dist, rtol=1e-6)
@@ -588,3 +614,85 @@ def test_gpu_ivf_full_probe_equals_exact() -> None:
     database, queries = gaussian(2000, 16, seed=25), gaussian(50, 16, seed=26)
     _, ids = ivf_search(database, queries, 5, nlist=8, nprobe=8, device="gpu")
     np.testing.assert_array_equal(ids, knn(database, queries, 5, device="cpu")[1])
+
+
+# --------------------------------------------------------------------------- CPU engines (faiss, onednn)
+
+needs_onednn = pytest.mark.skipif(not neighbours.onednn_available(), reason="this torch build has no oneDNN")
+
+
+@pytest.fixture
+def onednn_everywhere(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every product through oneDNN, however small (the tests' matrices are below the size threshold)."""
+    from assocmem import gemm
+
+    monkeypatch.setattr(gemm, "ONEDNN_MIN_MACS", 0)
+
+
+@needs_onednn
+@pytest.mark.usefixtures("onednn_everywhere")
+@pytest.mark.parametrize("case", ["gaussian", "massive", "duplicates"])
+def test_cpu_engines_give_the_exact_answer(case: str) -> None:
+    rng = np.random.default_rng(31)
+    x = rng.standard_normal((300, 96)).astype(np.float32)
+    if case == "massive":  # float32 cancellation misranks most raw neighbours; the verified refine repairs it
+        x[:, [3, 7]] += 1e4 * rng.choice([-1, 1], size=(300, 1)).astype(np.float32)
+    if case == "duplicates":
+        x[[17, 150, 151]] = x[5]
+    rows = np.arange(300)
+    full = reference_distances(x, x, rows)
+    ref_dist, ref_ids = reference_knn(full, 4)
+    for engine in ("faiss", "onednn"):
+        dist, ids = knn(x, x, 4, device="cpu", exclude_ids=rows, cpu_engine=engine)
+        np.testing.assert_array_equal(ids, ref_ids, err_msg=engine)
+        np.testing.assert_allclose(dist, ref_dist, rtol=1e-6, atol=1e-6, err_msg=engine)
+
+
+@needs_onednn
+@pytest.mark.usefixtures("onednn_everywhere")
+def test_gemm_knn_keeps_the_faiss_contract(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(neighbours, "_SCORE_TILE_BYTES", 4 * 500 * 7)  # 7 query rows per tile: tiles are merged
+    database, queries = gaussian(500, 48, seed=5), gaussian(40, 48, seed=6)
+    want_dist, want_ids = faiss.knn(queries, database, 9)
+    got_dist, got_ids = neighbours._gemm_knn(queries, database, 9)
+    assert got_dist.dtype == np.float32 and got_ids.dtype == np.int64 and got_ids.shape == (40, 9)
+    np.testing.assert_array_equal(got_ids, want_ids)  # continuous random data: no ties
+    np.testing.assert_allclose(got_dist, want_dist, rtol=1e-4, atol=1e-4)
+    assert (np.diff(got_dist, axis=1) >= 0).all()
+
+
+def test_gemm_knn_reads_a_read_only_memory_map(tmp_path) -> None:
+    path = tmp_path / "x.npy"
+    np.save(path, gaussian(64, 8, seed=7))
+    x = np.load(path, mmap_mode="r")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        dist, ids = neighbours._gemm_knn(x, x, 2)
+    np.testing.assert_array_equal(ids[:, 0], np.arange(64))  # itself first, at distance ~0
+    assert np.abs(dist[:, 0]).max() < 1e-4
+
+
+def test_resolve_cpu_engine(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert neighbours.resolve_cpu_engine("faiss") == "faiss"
+    with pytest.raises(AssocmemError, match="neighbours.cpu_engine: 'blas' is not one of auto, faiss, onednn"):
+        neighbours.resolve_cpu_engine("blas")
+    monkeypatch.setattr(neighbours, "cpu_openblas_core", lambda: "SkylakeX")
+    monkeypatch.setattr(neighbours, "onednn_available", lambda: True)
+    monkeypatch.setattr(neighbours, "faiss_blas_core", lambda: "SkylakeX")
+    assert neighbours.resolve_cpu_engine("auto") == "faiss"  # OpenBLAS at full strength
+    assert neighbours.resolve_cpu_engine("onednn") == "onednn"
+    monkeypatch.setattr(neighbours, "faiss_blas_core", lambda: "Haswell")  # e.g. OPENBLAS_CORETYPE=Haswell
+    assert neighbours.resolve_cpu_engine("auto") == "onednn"
+    monkeypatch.setattr(neighbours, "onednn_available", lambda: False)
+    assert neighbours.resolve_cpu_engine("auto") == "faiss"
+    with pytest.raises(AssocmemError, match="onednn needs a torch build with oneDNN"):
+        neighbours.resolve_cpu_engine("onednn")
+
+
+def test_search_layer_passes_the_cpu_engine(monkeypatch: pytest.MonkeyPatch) -> None:
+    engines = []
+    real = neighbours._search_cpu
+    monkeypatch.setattr(neighbours, "_search_cpu", lambda *a: engines.append(a[-1]) or real(*a))
+    cfg = {"k": 2, "fractions": [1.0], "device": "cpu", "method": "exact", "cpu_engine": "faiss"}
+    neighbours.search_layer(gaussian(30, 4), gaussian(5, 4, seed=1), cfg, seed=0)
+    assert engines and set(engines) == {"faiss"}

@@ -30,9 +30,11 @@ from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
+import torch
 from tqdm import tqdm
 
 from assocmem import runtime
+from assocmem.gemm import onednn_available
 from assocmem.io import AssocmemError
 
 log = logging.getLogger(__name__)
@@ -89,16 +91,20 @@ def faiss_blas_core() -> str | None:
     return corename().decode()
 
 
+def _weaker_core(detected: str | None, supported: str | None) -> bool:
+    """True when faiss's OpenBLAS (core ``detected``) runs a weaker kernel family than the CPU supports."""
+    return detected is not None and (
+        (supported == "SkylakeX" and detected not in _AVX512_CORES)
+        or (supported in ("Zen", "Haswell") and detected not in _AVX2_CORES))
+
+
 def check_blas_core() -> dict[str, str | None]:
     """Warn when faiss's OpenBLAS runs kernels weaker than the CPU supports; return what was found."""
     detected, supported = faiss_blas_core(), cpu_openblas_core()
-    weaker = detected is not None and (
-        (supported == "SkylakeX" and detected not in _AVX512_CORES)
-        or (supported in ("Zen", "Haswell") and detected not in _AVX2_CORES))
-    if weaker:
-        log.warning("faiss's OpenBLAS runs %s kernels but this CPU supports %s: exact k-NN may run several times "
-                    "slower. Set OPENBLAS_CORETYPE=%s in the environment before Python starts.",
-                    detected, supported, supported)
+    if _weaker_core(detected, supported):
+        log.warning("faiss's OpenBLAS runs %s kernels but this CPU supports %s: the faiss engine of exact k-NN may "
+                    "run several times slower (cpu_engine auto takes onednn instead where torch has it). Set "
+                    "OPENBLAS_CORETYPE=%s in the environment before Python starts.", detected, supported, supported)
     return {"faiss_openblas_core": detected, "cpu_supports": supported,
             "OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE")}
 
@@ -110,6 +116,7 @@ GPU_MAX_K = 2048
 _EXTRA_CANDIDATES = 8
 _SAFETY = 4.0
 _MAX_POOL = 4096
+_F32_EPS = float(np.finfo(np.float32).eps)
 # float64 working set of one refine chunk (bytes): small enough to stay in cache (2.6x faster than 64 MiB).
 _REFINE_BYTES = 2 << 20
 # Fraction of free GPU memory one database shard may take when db_batch is not given.
@@ -143,11 +150,14 @@ def default_threads() -> int:
 
 
 def set_threads(threads: int | None = None) -> int:
-    """Set faiss's OpenMP thread count (``None`` -> :func:`default_threads`); return the count used."""
+    """Set the search's thread count, faiss's OpenMP and torch's (the onednn engine), ``None`` ->
+    :func:`default_threads`; return the count used."""
     count = default_threads() if threads is None else int(threads)
     if count < 1:
         raise AssocmemError(f"threads must be >= 1, got {threads}")
     faiss.omp_set_num_threads(count)
+    if torch.get_num_threads() != count:
+        torch.set_num_threads(count)
     return count
 
 
@@ -214,6 +224,7 @@ def knn(
     refine: bool = True,
     center: bool = True,
     threads: int | None = None,
+    cpu_engine: str = "auto",
 ) -> tuple[np.ndarray, np.ndarray]:
     """Exact k nearest neighbours of each query row among the database rows (L2).
 
@@ -228,7 +239,9 @@ def knn(
     the float32 search and ``refine`` recomputes the candidates' distances exactly in float64
     (see module docstring); both leave the exact answer unchanged and only remove rounding error.
     With ``center`` and a single shard, a centred copy of the database is held in memory; pass
-    ``db_batch`` to bound that for databases near the RAM size.
+    ``db_batch`` to bound that for databases near the RAM size. ``cpu_engine`` computes the float32
+    candidate search on CPU: ``faiss`` (faiss.knn, on faiss's bundled OpenBLAS), ``onednn`` (the distance
+    GEMM through oneDNN, then torch.topk; see :func:`_gemm_knn`) or ``auto`` (onednn where torch has it).
     """
     same_array = queries is database
     database = _as_matrix("database", database)
@@ -251,14 +264,15 @@ def knn(
     resolved = resolve_device(device)
     set_threads(threads)
     devices = _resolve_gpu_ids(gpu_ids) if resolved == "gpu" else []
+    engine = None if devices else resolve_cpu_engine(cpu_engine)
     if devices and k_search > GPU_MAX_K:
         raise AssocmemError(f"k={k_search} (with the excluded self match) exceeds the GPU limit {GPU_MAX_K}")
     if refine:
         sq_dist, cand = _exact_search(database, queries, same_array, k_search, devices, int(query_batch),
-                                      db_batch, center)
+                                      db_batch, center, engine)
     else:
         shards = _Shards(database, _shard_rows(database, db_batch, devices), center)
-        search = _searcher(shards, shards.centre(queries, same_array), devices, int(query_batch))
+        search = _searcher(shards, shards.centre(queries, same_array), devices, int(query_batch), engine)
         sq_dist, cand = _sort_by_distance_then_id(*search(None, k_search))
     dist = np.sqrt(np.maximum(sq_dist, 0.0)).astype(np.float32)
     if exclude is not None:
@@ -273,20 +287,22 @@ def _shard_rows(database: np.ndarray, db_batch: int | None, devices: list[int]) 
     return db_batch
 
 
-def _searcher(shards: _Shards, search_queries: np.ndarray, devices: list[int], query_batch: int):
+def _searcher(shards: _Shards, search_queries: np.ndarray, devices: list[int], query_batch: int,
+              engine: str | None):
     """search(rows, pool): the pool nearest (float32 squared distance, shard row) of the given query rows."""
 
     def search(rows: np.ndarray | None, pool: int) -> tuple[np.ndarray, np.ndarray]:
         subset = search_queries if rows is None else search_queries[rows]
         if devices:
             return _search_gpu(shards, subset, pool, query_batch, devices)
-        return _search_cpu(shards, subset, pool, query_batch)
+        return _search_cpu(shards, subset, pool, query_batch, engine or "faiss")
 
     return search
 
 
 def _exact_search(database: np.ndarray, queries: np.ndarray, same_array: bool, k: int, devices: list[int],
-                  query_batch: int, db_batch: int | None, center: bool) -> tuple[np.ndarray, np.ndarray]:
+                  query_batch: int, db_batch: int | None, center: bool, engine: str | None
+                  ) -> tuple[np.ndarray, np.ndarray]:
     """k best (exact float64 squared distance, row) per query, ties to the smaller row.
 
     Exact duplicate rows are searched once: activations of short shared prefixes repeat thousands of times
@@ -303,7 +319,7 @@ def _exact_search(database: np.ndarray, queries: np.ndarray, same_array: bool, k
         unique_queries = queries if q_groups is None else queries[q_groups.first_row]
     shards = _Shards(unique_db, _shard_rows(unique_db, db_batch, devices), center)
     search_queries = shards.centre(unique_queries, unique_queries is unique_db)
-    search = _searcher(shards, search_queries, devices, query_batch)
+    search = _searcher(shards, search_queries, devices, query_batch, engine)
     max_pool = max(k, min(unique_db.shape[0], GPU_MAX_K if devices else _MAX_POOL))
     k_unique = min(k, unique_db.shape[0])
     sq_dist, cand = _verified_search(search, shards, unique_queries, search_queries, k_unique, max_pool)
@@ -434,7 +450,10 @@ def _verified_search(
     q_norms = _squared_norms(search_queries)
     out_dist = np.empty((queries.shape[0], k), dtype=np.float64)
     out_ids = np.empty((queries.shape[0], k), dtype=np.int64)
-    error_per_norm = 0.0
+    # Floor: the float32 formula's rounding is of order eps * (|q|^2 + |x|^2) whatever the pool shows. A pool
+    # whose candidates happen to round exactly (small-integer rows) measured 0 and let a tie at the k-th
+    # distance rounded just past the pool go unseen (tests: the exact tie order, on the onednn engine).
+    error_per_norm = _F32_EPS
     rows: np.ndarray | None = None  # None: all queries (avoids copying them)
     pool = min(max_pool, k + max(_EXTRA_CANDIDATES, k // 4))
     while True:
@@ -485,8 +504,9 @@ def _warn_unsettled(count: int, pool: int) -> None:
     if count:
         warnings.warn(
             f"knn: {count} queries still had candidates within float32 error of their k-th neighbour "
-            f"after searching {pool} candidates (many near-equal or duplicate rows); their ties may not "
-            "be broken by smallest id",
+            f"after searching {pool} candidates (many near-equal or duplicate rows); their neighbours are exact "
+            "only up to that error: a row closer by less than it may be missed, and ties may not be broken by "
+            "smallest id",
             RuntimeWarning,
             stacklevel=3,
         )
@@ -496,9 +516,57 @@ def _progress(total: int, desc: str) -> tqdm:
     return tqdm(total=total, desc=desc, disable=total < 2, leave=False)
 
 
+CPU_ENGINES = ("auto", "faiss", "onednn")
+# float32 distance scores held at once by _gemm_knn (bytes): a 64 MiB tile keeps the GEMM near its peak
+_SCORE_TILE_BYTES = 64 << 20
+
+
+def resolve_cpu_engine(choice: str, *, key: str = "neighbours.cpu_engine") -> str:
+    """The CPU search engine. ``auto`` takes faiss, unless faiss's OpenBLAS runs weaker kernels than the CPU
+    supports (an OPENBLAS_CORETYPE set before Python started, or a mis-detection) and torch has oneDNN: on the
+    project's AMD EPYC, 4096 x 1024 x 4096 products ran at 510 GFLOP/s in OpenBLAS's SkylakeX kernels, 400 in
+    oneDNN and 270 in OpenBLAS's Haswell kernels (benchmarks/README.md)."""
+    if choice not in CPU_ENGINES:
+        raise AssocmemError(f"{key}: {choice!r} is not one of {', '.join(CPU_ENGINES)}")
+    if choice == "onednn" and not onednn_available():
+        raise AssocmemError(f"{key}: onednn needs a torch build with oneDNN; use auto or faiss")
+    if choice == "auto":
+        weaker = _weaker_core(faiss_blas_core(), cpu_openblas_core())
+        return "onednn" if weaker and onednn_available() else "faiss"
+    return choice
+
+
+def _gemm_knn(queries: np.ndarray, database: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """faiss.knn's contract (float32 squared L2 distances ascending, int64 ids) from the same float32 formula
+    ||q||^2 + ||x||^2 - 2<q, x>, computed in query tiles by one oneDNN product each (the onednn engine, for
+    machines where faiss's OpenBLAS is held to weaker kernels; see :func:`resolve_cpu_engine`): (-2q) x^T with
+    ||x||^2 as the product's bias (scaling by -2 is exact), then torch.topk; ||q||^2, the same for a whole row,
+    is added to the k selected values only."""
+    q_all, x = _as_tensor(queries), _as_tensor(database)
+    x_norms = torch.einsum("ij,ij->i", x, x)
+    sq_dist = np.empty((len(queries), k), dtype=np.float32)
+    ids = np.empty((len(queries), k), dtype=np.int64)
+    tile = max(1, _SCORE_TILE_BYTES // (4 * max(1, x.shape[0])))
+    for start in range(0, len(queries), tile):
+        q = q_all[start:start + tile]
+        scores = torch.ops.mkldnn._linear_pointwise(q * -2.0, x, x_norms, "none", [], "")
+        values, found = torch.topk(scores, k, dim=1, largest=False, sorted=True)
+        sq_dist[start:start + len(q)] = (values + torch.einsum("ij,ij->i", q, q)[:, None]).numpy()
+        ids[start:start + len(q)] = found.numpy()
+    return sq_dist, ids
+
+
+def _as_tensor(array: np.ndarray) -> torch.Tensor:
+    """A tensor sharing the array's memory; read-only arrays (memory maps) are fine, as nothing writes to it."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+        return torch.from_numpy(array)
+
+
 def _search_cpu(
-    shards: _Shards, queries: np.ndarray, k: int, query_batch: int
+    shards: _Shards, queries: np.ndarray, k: int, query_batch: int, engine: str
 ) -> tuple[np.ndarray, np.ndarray]:
+    search = faiss.knn if engine == "faiss" else _gemm_knn
     best: tuple[np.ndarray, np.ndarray] | None = None
     n_batches = -(-queries.shape[0] // query_batch)
     with _progress(len(shards.starts) * n_batches, "knn (cpu)") as bar:
@@ -509,7 +577,7 @@ def _search_cpu(
             ids = np.empty((queries.shape[0], k_block), dtype=np.int64)
             for q0 in range(0, queries.shape[0], query_batch):
                 q1 = q0 + query_batch
-                sq_dist[q0:q1], ids[q0:q1] = faiss.knn(queries[q0:q1], block, k_block)
+                sq_dist[q0:q1], ids[q0:q1] = search(queries[q0:q1], block, k_block)
                 bar.update()
             best = _merge_topk(best, (sq_dist, ids + start), k)
     assert best is not None
@@ -834,8 +902,9 @@ def search_layer(x: np.ndarray, q: np.ndarray, cfg: dict[str, Any], seed: int
     against them: exact (default) or IVF, which also returns its measured recall@k."""
     k, fractions, device = cfg["k"], tuple(cfg["fractions"]), cfg["device"]
     if cfg["method"] == "exact":
-        return (self_search(x, k, fractions=fractions, seed=seed, device=device),
-                heldout_search(x, q, k, device=device), [])
+        engine = cfg.get("cpu_engine", "auto")
+        return (self_search(x, k, fractions=fractions, seed=seed, device=device, cpu_engine=engine),
+                heldout_search(x, q, k, device=device, cpu_engine=engine), [])
     ivf = {"nlist": cfg["nlist"], "nprobe": cfg["nprobe"], "sample": cfg["recall_sample"], "seed": seed,
            "device": device}
     self_df, self_recall = ivf_self_search(x, k, fractions, **ivf)
@@ -847,7 +916,8 @@ def search_layer(x: np.ndarray, q: np.ndarray, cfg: dict[str, Any], seed: int
 def search_activations(train: np.ndarray, heldout: np.ndarray, layers: Sequence[str], cfg: dict[str, Any],
                        seed: int) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """Every layer of (n_layers, n_chunks, d) activation arrays: (self frame, held-out frame, summary)."""
-    log.info("BLAS for exact search: %s", check_blas_core())
+    log.info("BLAS for exact search: %s; CPU engine: %s", check_blas_core(),
+             resolve_cpu_engine(cfg.get("cpu_engine", "auto")))
     self_frames, held_frames, recalls = [], [], []
     for slot, layer in enumerate(layers):
         x = np.ascontiguousarray(train[slot], dtype=np.float32)
