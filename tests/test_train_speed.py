@@ -154,10 +154,31 @@ def test_gemm_ceiling_counts_the_flops_of_a_training_step() -> None:
     matrices = layers * 12 * d * d + vocab * d
     config = ModelConfig(vocab_size=vocab, n_layer=layers, d_model=d, n_head=CFG["n_head"], d_ff=4 * d,
                          max_len=block, bias=False)
-    result = bench.run_gemm_floor(CFG, repeats=2)
     tokens = CFG["batch"] * block
-    assert result["gemm_flops_per_step"] / tokens == pytest.approx(flops_per_token(config, block, matrices))
-    assert 0 < result["gemm_s_per_step"] < 1.0
+    for library in ("mkl", "onednn"):
+        result = bench.run_gemm_floor(CFG, library, repeats=2)
+        assert result["gemm_flops_per_step"] / tokens == pytest.approx(flops_per_token(config, block, matrices))
+        assert 0 < result["gemm_s_per_step"] < 1.0
+
+
+def test_reference_onednn_arm_changes_only_the_gemm_library(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The benchmark's reference+onednn arm: the reference loop with its Linears on oneDNN, same losses."""
+    if not gemm_module.onednn_available():
+        pytest.skip("this torch build has no oneDNN")
+    monkeypatch.setattr(gemm_module, "ONEDNN_MIN_MACS", 0)
+    torch.set_num_threads(1)
+    bench = load_bench()
+    store = bench.RandomTokens(CFG["vocab"], 5000, seed=3)
+    calls = []
+    real = gemm_module._OneDnnLinear.apply
+    monkeypatch.setattr(gemm_module._OneDnnLinear, "apply", lambda *a: calls.append(1) or real(*a))
+    torch.manual_seed(11)
+    model = bench.GPT(CFG["vocab"], CFG["block"], CFG["n_layer"], CFG["n_head"], CFG["d_model"], False)
+    bench.route_linears_to_onednn(model)
+    losses = bench.reference_train(model, bench.window_batches(store, CFG["batch"], CFG["block"], 11), STEPS,
+                                   bench.HYPER)
+    assert len(calls) == STEPS * (4 * CFG["n_layer"] + 1)  # every Linear of every step, the head included
+    np.testing.assert_allclose(losses, reference_losses(bench, False), rtol=1e-5, atol=0)
 
 
 def load_levers():
