@@ -650,8 +650,10 @@ def test_cpu_engines_give_the_exact_answer(case: str) -> None:
 
 @needs_onednn
 @pytest.mark.usefixtures("onednn_everywhere")
-def test_gemm_knn_keeps_the_faiss_contract(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(neighbours, "_SCORE_TILE_BYTES", 4 * 500 * 7)  # 7 query rows per tile: tiles are merged
+@pytest.mark.parametrize("column_chunk", [64, 4, 8192])  # merged chunks; chunks narrower than k; one chunk
+def test_gemm_knn_keeps_the_faiss_contract(monkeypatch: pytest.MonkeyPatch, column_chunk: int) -> None:
+    monkeypatch.setattr(neighbours, "_QUERY_TILE", 7)  # query tiles are concatenated
+    monkeypatch.setattr(neighbours, "_COLUMN_CHUNK", column_chunk)
     database, queries = gaussian(500, 48, seed=5), gaussian(40, 48, seed=6)
     want_dist, want_ids = faiss.knn(queries, database, 9)
     got_dist, got_ids = neighbours._gemm_knn(queries, database, 9)

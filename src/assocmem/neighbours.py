@@ -517,8 +517,11 @@ def _progress(total: int, desc: str) -> tqdm:
 
 
 CPU_ENGINES = ("auto", "faiss", "onednn")
-# float32 distance scores held at once by _gemm_knn (bytes): a 64 MiB tile keeps the GEMM near its peak
-_SCORE_TILE_BYTES = 64 << 20
+# _gemm_knn's blocks of float32 scores: 256 queries x 8,192 database rows (8 MiB) keep the oneDNN product at its
+# 4096-row rate and let topk read the block from cache; one 256 x 80,000 block (80 MiB) ran 15-20 % slower
+# (benchmarks/README.md)
+_QUERY_TILE = 256
+_COLUMN_CHUNK = 8192
 
 
 def resolve_cpu_engine(choice: str, *, key: str = "neighbours.cpu_engine") -> str:
@@ -538,22 +541,36 @@ def resolve_cpu_engine(choice: str, *, key: str = "neighbours.cpu_engine") -> st
 
 def _gemm_knn(queries: np.ndarray, database: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """faiss.knn's contract (float32 squared L2 distances ascending, int64 ids) from the same float32 formula
-    ||q||^2 + ||x||^2 - 2<q, x>, computed in query tiles by one oneDNN product each (the onednn engine, for
-    machines where faiss's OpenBLAS is held to weaker kernels; see :func:`resolve_cpu_engine`): (-2q) x^T with
-    ||x||^2 as the product's bias (scaling by -2 is exact), then torch.topk; ||q||^2, the same for a whole row,
-    is added to the k selected values only."""
+    ||q||^2 + ||x||^2 - 2<q, x> (the onednn engine, for machines where faiss's OpenBLAS is held to weaker
+    kernels; see :func:`resolve_cpu_engine`). Per query tile: ||q||^2, the same for a whole row, is added to
+    the k selected values only."""
     q_all, x = _as_tensor(queries), _as_tensor(database)
     x_norms = torch.einsum("ij,ij->i", x, x)
     sq_dist = np.empty((len(queries), k), dtype=np.float32)
     ids = np.empty((len(queries), k), dtype=np.int64)
-    tile = max(1, _SCORE_TILE_BYTES // (4 * max(1, x.shape[0])))
-    for start in range(0, len(queries), tile):
-        q = q_all[start:start + tile]
-        scores = torch.ops.mkldnn._linear_pointwise(q * -2.0, x, x_norms, "none", [], "")
-        values, found = torch.topk(scores, k, dim=1, largest=False, sorted=True)
-        sq_dist[start:start + len(q)] = (values + torch.einsum("ij,ij->i", q, q)[:, None]).numpy()
-        ids[start:start + len(q)] = found.numpy()
+    for start in range(0, len(queries), _QUERY_TILE):
+        q = q_all[start : start + _QUERY_TILE]
+        values, found = _tile_topk(q * -2.0, x, x_norms, k)
+        sq_dist[start : start + len(q)] = (values + torch.einsum("ij,ij->i", q, q)[:, None]).numpy()
+        ids[start : start + len(q)] = found.numpy()
     return sq_dist, ids
+
+
+def _tile_topk(
+    scaled_queries: torch.Tensor, x: torch.Tensor, x_norms: torch.Tensor, k: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The k smallest of (-2q) x^T + ||x||^2 per query, ascending, with their row ids: one oneDNN product per
+    chunk of database rows (scaling by -2 is exact, ||x||^2 is the product's bias), the chunk's k smallest by
+    topk while its scores are in cache, then the k smallest of those."""
+    values, found = [], []
+    for first in range(0, x.shape[0], _COLUMN_CHUNK):
+        rows = slice(first, first + _COLUMN_CHUNK)
+        scores = torch.ops.mkldnn._linear_pointwise(scaled_queries, x[rows], x_norms[rows], "none", [], "")
+        chunk_values, chunk_ids = torch.topk(scores, min(k, scores.shape[1]), dim=1, largest=False, sorted=False)
+        values.append(chunk_values)
+        found.append(chunk_ids + first)
+    best, pick = torch.topk(torch.cat(values, dim=1), k, dim=1, largest=False, sorted=True)
+    return best, torch.gather(torch.cat(found, dim=1), 1, pick)
 
 
 def _as_tensor(array: np.ndarray) -> torch.Tensor:
