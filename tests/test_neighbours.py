@@ -442,14 +442,10 @@ def point_sets_with_duplicates(draw):
 
 
 @pytest.fixture(params=["faiss", "onednn"])
-def engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """The CPU engine; onednn sends every product through oneDNN (one patch, the same for every example)."""
-    if request.param == "onednn":
-        from assocmem import gemm
-
-        if not gemm.onednn_available():
-            pytest.skip("this torch build has no oneDNN")
-        monkeypatch.setattr(gemm, "ONEDNN_MIN_MACS", 0)
+def engine(request: pytest.FixtureRequest) -> str:
+    """The CPU engine (the onednn engine runs every distance product through oneDNN, whatever its size)."""
+    if request.param == "onednn" and not neighbours.onednn_available():
+        pytest.skip("this torch build has no oneDNN")
     return request.param
 
 
@@ -621,16 +617,7 @@ def test_gpu_ivf_full_probe_equals_exact() -> None:
 needs_onednn = pytest.mark.skipif(not neighbours.onednn_available(), reason="this torch build has no oneDNN")
 
 
-@pytest.fixture
-def onednn_everywhere(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every product through oneDNN, however small (the tests' matrices are below the size threshold)."""
-    from assocmem import gemm
-
-    monkeypatch.setattr(gemm, "ONEDNN_MIN_MACS", 0)
-
-
 @needs_onednn
-@pytest.mark.usefixtures("onednn_everywhere")
 @pytest.mark.parametrize("case", ["gaussian", "massive", "duplicates"])
 def test_cpu_engines_give_the_exact_answer(case: str) -> None:
     rng = np.random.default_rng(31)
@@ -649,7 +636,6 @@ def test_cpu_engines_give_the_exact_answer(case: str) -> None:
 
 
 @needs_onednn
-@pytest.mark.usefixtures("onednn_everywhere")
 @pytest.mark.parametrize("column_chunk", [64, 4, 8192])  # merged chunks; chunks narrower than k; one chunk
 def test_gemm_knn_keeps_the_faiss_contract(monkeypatch: pytest.MonkeyPatch, column_chunk: int) -> None:
     monkeypatch.setattr(neighbours, "_QUERY_TILE", 7)  # query tiles are concatenated

@@ -57,8 +57,9 @@ def resolve_gemm(choice: str, device: torch.device, *, key: str = "train.gemm") 
     return "onednn" if usable else "native"
 
 
-def _product(inputs: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-    """inputs (M, K) @ weight (N, K)^T + bias through oneDNN; either operand may be a transposed view."""
+def onednn_product(inputs: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """inputs (M, K) @ weight (N, K)^T + bias through oneDNN, whatever the size; either operand may be a
+    transposed view."""
     return torch.ops.mkldnn._linear_pointwise(inputs, weight, bias, "none", [], "")
 
 
@@ -68,7 +69,7 @@ class _OneDnnLinear(torch.autograd.Function):
         ctx.save_for_backward(inputs, weight)
         ctx.has_bias = bias is not None
         flat = inputs.reshape(-1, inputs.shape[-1])
-        return _product(flat, weight, bias).view(*inputs.shape[:-1], weight.shape[0])
+        return onednn_product(flat, weight, bias).view(*inputs.shape[:-1], weight.shape[0])
 
     @staticmethod
     def backward(ctx, grad_out: torch.Tensor):
@@ -76,9 +77,9 @@ class _OneDnnLinear(torch.autograd.Function):
         grad_flat = grad_out.reshape(-1, grad_out.shape[-1])
         grad_inputs = grad_weight = grad_bias = None
         if ctx.needs_input_grad[0]:  # dL/dx = dL/dy @ W, i.e. a linear with weight W^T
-            grad_inputs = _product(grad_flat, weight.t(), None).view(inputs.shape)
+            grad_inputs = onednn_product(grad_flat, weight.t(), None).view(inputs.shape)
         if ctx.needs_input_grad[1]:  # dL/dW = (dL/dy)^T @ x, i.e. a linear of (dL/dy)^T with weight x^T
-            grad_weight = _product(grad_flat.t(), inputs.reshape(-1, inputs.shape[-1]).t(), None)
+            grad_weight = onednn_product(grad_flat.t(), inputs.reshape(-1, inputs.shape[-1]).t(), None)
         if ctx.has_bias and ctx.needs_input_grad[2]:
             grad_bias = grad_flat.sum(0)
         return grad_inputs, grad_weight, grad_bias

@@ -34,7 +34,7 @@ import torch
 from tqdm import tqdm
 
 from assocmem import runtime
-from assocmem.gemm import onednn_available
+from assocmem.gemm import onednn_available, onednn_product
 from assocmem.io import AssocmemError
 
 log = logging.getLogger(__name__)
@@ -241,7 +241,8 @@ def knn(
     With ``center`` and a single shard, a centred copy of the database is held in memory; pass
     ``db_batch`` to bound that for databases near the RAM size. ``cpu_engine`` computes the float32
     candidate search on CPU: ``faiss`` (faiss.knn, on faiss's bundled OpenBLAS), ``onednn`` (the distance
-    GEMM through oneDNN, then torch.topk; see :func:`_gemm_knn`) or ``auto`` (onednn where torch has it).
+    GEMM through oneDNN, then torch.topk; see :func:`_gemm_knn`) or ``auto`` (faiss, unless its OpenBLAS
+    runs weaker kernels than the CPU supports; see :func:`resolve_cpu_engine`).
     """
     same_array = queries is database
     database = _as_matrix("database", database)
@@ -565,7 +566,7 @@ def _tile_topk(
     values, found = [], []
     for first in range(0, x.shape[0], _COLUMN_CHUNK):
         rows = slice(first, first + _COLUMN_CHUNK)
-        scores = torch.ops.mkldnn._linear_pointwise(scaled_queries, x[rows], x_norms[rows], "none", [], "")
+        scores = onednn_product(scaled_queries, x[rows], x_norms[rows])
         chunk_values, chunk_ids = torch.topk(scores, min(k, scores.shape[1]), dim=1, largest=False, sorted=False)
         values.append(chunk_values)
         found.append(chunk_ids + first)
