@@ -13,7 +13,8 @@ import pytest
 import yaml
 from conftest import ROOT, snakemake
 
-from assocmem.io import AssocmemError, atomic_path, save_torch
+from assocmem.errors import AssocmemError
+from assocmem.io import atomic_path, save_torch
 
 pytestmark = pytest.mark.e2e
 

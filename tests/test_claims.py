@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from assocmem.io import AssocmemError
+from assocmem.errors import AssocmemError
 from assocmem.report import claims
 
 KEYS = {"id", "claim", "computed", "numbers", "verdict", "evidence", "how", "quote", "statement_tex", "ours_tex",

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from assocmem.io import AssocmemError
+from assocmem.errors import AssocmemError
 from assocmem.model import DecoderLM, ModelConfig
 from assocmem.report import claims
 

@@ -14,7 +14,7 @@ from conftest import ROOT
 from test_e2e import planned_rules
 
 from assocmem.codehash import PACKAGE_DIR, code_digest, module_closure, stage_files
-from assocmem.io import AssocmemError
+from assocmem.errors import AssocmemError
 
 RULES = sorted({name for path in (ROOT / "workflow" / "rules").glob("*.smk")
                 for name in re.findall(r"^rule (\w+):", path.read_text(), flags=re.M)})

@@ -9,7 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from assocmem.io import AssocmemError
+from assocmem.errors import AssocmemError
 from assocmem.report import convergence as cv
 
 

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from assocmem.corpus import bpe
 from assocmem.corpus.bpe import EOT_TEXT, get_tokenizer, train_bytelevel_bpe
-from assocmem.io import AssocmemError
+from assocmem.errors import AssocmemError
 
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
 

@@ -24,7 +24,7 @@ from assocmem.corpus.load import (
     resolve_paths,
     validation_ids,
 )
-from assocmem.io import AssocmemError
+from assocmem.errors import AssocmemError
 
 
 def make_docs(n: int, seed: int = 0) -> list[str]:

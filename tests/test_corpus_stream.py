@@ -17,7 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from assocmem.corpus.bpe import EOT_TEXT, CorpusTokenizer, get_tokenizer, train_bytelevel_bpe
-from assocmem.io import AssocmemError, sha256_file
+from assocmem.errors import AssocmemError
+from assocmem.io import sha256_file
 from assocmem.tokenstore import TokenStore, shard_bin_path, shard_json_path, split_record_path
 from assocmem.tokenwriter import finish_store, ordered_bounded_map, tokenize_corpus
 

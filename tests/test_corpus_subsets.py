@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from assocmem.corpus.bpe import CorpusTokenizer, get_tokenizer
-from assocmem.io import AssocmemError
+from assocmem.errors import AssocmemError
 from assocmem.subsets import make_subset
 from assocmem.tokenstore import TokenStore, meta_path
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from assocmem.io import AssocmemError
+from assocmem.errors import AssocmemError
 from assocmem.qf.download import MCCOY_SHA256, MCCOY_URLS, download_files, fetch_qf
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from assocmem.io import AssocmemError
+from assocmem.errors import AssocmemError
 from assocmem.qf.floor import (
     EOS_CONVENTION,
     acceptance_probability,

@@ -12,6 +12,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from assocmem.errors import AssocmemError
 from assocmem.hf_activations import (
     _iter_batches,
     dump_activations,
@@ -20,7 +21,6 @@ from assocmem.hf_activations import (
     output_paths,
     resolve_layers,
 )
-from assocmem.io import AssocmemError
 
 SMALL = {"n_layer": 2, "n_embd": 32, "n_head": 2, "vocab_size": 100, "n_positions": 64,
          "bos_token_id": 0, "eos_token_id": 0}

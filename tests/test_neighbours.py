@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from assocmem import neighbours
-from assocmem.io import AssocmemError
+from assocmem.errors import AssocmemError
 from assocmem.neighbours import (
     SUMMARY_COLUMNS,
     default_threads,

@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from assocmem.io import AssocmemError, sha256_file
+from assocmem.errors import AssocmemError
+from assocmem.io import sha256_file
 from assocmem.qf.fit import (
     FIDELITY_THRESHOLD,
     audit_reference,

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import chisquare
 
-from assocmem.io import AssocmemError
+from assocmem.errors import AssocmemError
 from assocmem.qf.fit import iid_cell_probabilities
 from assocmem.qf.generate import (
     DEFAULT_SIZES,

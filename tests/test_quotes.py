@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from assocmem.io import AssocmemError
+from assocmem.errors import AssocmemError
 from assocmem.report import quotes
 
 PAPER_DIR = Path(__file__).resolve().parents[2] / "shared" / "paper"

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from assocmem.io import AssocmemError
+from assocmem.errors import AssocmemError
 from assocmem.scaling import (
     analyse,
     boundary_points,

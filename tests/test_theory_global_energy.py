@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.special import logsumexp
 
-from assocmem.io import AssocmemError
+from assocmem.errors import AssocmemError
 from assocmem.theory import global_energy as ge
 from assocmem.theory.energy import distance_energy
 

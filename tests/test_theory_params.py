@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from assocmem.io import AssocmemError
+from assocmem.errors import AssocmemError
 from assocmem.theory import params as pr
 
 

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import integrate, special
 
-from assocmem.io import AssocmemError
+from assocmem.errors import AssocmemError
 from assocmem.theory import partition as pa
 from assocmem.theory.radius import radius_star
 

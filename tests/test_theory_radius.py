@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import special
 
-from assocmem.io import AssocmemError
+from assocmem.errors import AssocmemError
 from assocmem.theory import radius as ra
 from assocmem.theory.partition import log_ball_integral, log_ball_volume
 

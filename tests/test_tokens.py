@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from helpers import LINES, make_token_dir
 
-from assocmem.io import AssocmemError
+from assocmem.errors import AssocmemError
 from assocmem.qf.tokenize import SPECIALS, WordTokenizer, build_vocab
 from assocmem.subsets import make_subset, prefix_count
 from assocmem.tokenstore import TokenStore, token_dtype

@@ -6,7 +6,7 @@ import pytest
 import torch
 from helpers import make_token_dir
 
-from assocmem.io import AssocmemError
+from assocmem.errors import AssocmemError
 from assocmem.model import ModelConfig
 from assocmem.tokenstore import TokenStore, data_fingerprint
 from assocmem.train import (

@@ -28,7 +28,8 @@ import pandas as pd
 import torch
 from tqdm import tqdm
 
-from assocmem.io import AssocmemError, write_json, write_npy, write_parquet
+from assocmem.errors import AssocmemError
+from assocmem.io import write_json, write_npy, write_parquet
 from assocmem.model import DecoderLM, hidden_layer_names
 from assocmem.tokenstore import TokenStore
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from assocmem import stages
-from assocmem.io import AssocmemError
+from assocmem.errors import AssocmemError
 
 log = logging.getLogger("assocmem")
 

@@ -19,7 +19,7 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from assocmem.io import AssocmemError
+from assocmem.errors import AssocmemError
 
 PACKAGE = "assocmem"
 PACKAGE_DIR = Path(__file__).resolve().parent

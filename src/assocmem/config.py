@@ -18,7 +18,7 @@ from typing import Any
 import jsonschema
 import yaml
 
-from assocmem.io import AssocmemError
+from assocmem.errors import AssocmemError
 
 
 class ConfigError(AssocmemError):

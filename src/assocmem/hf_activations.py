@@ -41,7 +41,8 @@ import pandas as pd
 import torch
 from tqdm import tqdm
 
-from assocmem.io import AssocmemError, atomic_path, read_json, write_json, write_parquet
+from assocmem.errors import AssocmemError
+from assocmem.io import atomic_path, read_json, write_json, write_parquet
 from assocmem.runtime import resolve_device
 from assocmem.tokenstore import TokenStore
 

@@ -19,9 +19,7 @@ from typing import Any
 
 import numpy as np
 
-
-class AssocmemError(RuntimeError):
-    """An error with a message meant for the user (names the file or key at fault)."""
+from assocmem.errors import AssocmemError
 
 
 @contextlib.contextmanager

@@ -34,8 +34,8 @@ import torch
 from tqdm import tqdm
 
 from assocmem import runtime
+from assocmem.errors import AssocmemError
 from assocmem.gemm import onednn_available, onednn_product
-from assocmem.io import AssocmemError
 
 log = logging.getLogger(__name__)
 # OpenBLAS kernel families, weakest first; faiss-cpu wheels bundle an OpenBLAS (0.3.15 in faiss-cpu 1.15.1)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 
-from assocmem.io import AssocmemError
+from assocmem.errors import AssocmemError
 
 DEVICE_NAMES = ("auto", "cpu", "cuda", "gpu")
 

@@ -39,7 +39,7 @@ import numpy as np
 import pandas as pd
 from scipy import optimize, special, stats
 
-from assocmem.io import AssocmemError
+from assocmem.errors import AssocmemError
 
 HUBER_DELTA = 1e-3  # Hoffmann et al. (2022), approach 3
 CELL_COLUMNS = ("n_params", "n_tokens", "seed", "val_ce")

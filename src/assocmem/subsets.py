@@ -22,7 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from assocmem.io import AssocmemError, write_json
+from assocmem.errors import AssocmemError
+from assocmem.io import write_json
 from assocmem.tokenstore import TokenStore, meta_path, read_store_meta
 
 BY = ("document", "token")

@@ -29,7 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from assocmem.io import AssocmemError, read_json, sha256_file
+from assocmem.errors import AssocmemError
+from assocmem.io import read_json, sha256_file
 
 FORMAT = "assocmem-tokens"
 FORMAT_VERSION = 2

@@ -31,7 +31,8 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from assocmem.io import AssocmemError, atomic_path, read_json, write_json, write_npy
+from assocmem.errors import AssocmemError
+from assocmem.io import atomic_path, read_json, write_json, write_npy
 from assocmem.tokenstore import (
     BATCHING,
     FORMAT,

@@ -26,8 +26,9 @@ import torch
 from torch.nn import functional as F
 from tqdm import tqdm
 
+from assocmem.errors import AssocmemError
 from assocmem.gemm import onednn_available, onednn_linear, resolve_gemm
-from assocmem.io import AssocmemError, load_torch, rebuild_hint, save_torch, write_csv, write_json
+from assocmem.io import load_torch, rebuild_hint, save_torch, write_csv, write_json
 from assocmem.model import DecoderLM, ModelConfig, flops_per_token
 from assocmem.runtime import resolve_device
 from assocmem.tokenstore import TokenStore, data_fingerprint

@@ -19,7 +19,8 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from assocmem.io import AssocmemError, sha256_file, write_text
+from assocmem.errors import AssocmemError
+from assocmem.io import sha256_file, write_text
 from assocmem.tokenwriter import Tokenizer
 
 EOT_TEXT = "<|endoftext|>"

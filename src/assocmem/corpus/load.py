@@ -29,7 +29,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from assocmem.io import AssocmemError, sha256_file, write_json, write_npy
+from assocmem.errors import AssocmemError
+from assocmem.io import sha256_file, write_json, write_npy
 
 if TYPE_CHECKING:
     import datasets

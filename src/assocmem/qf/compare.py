@@ -330,7 +330,7 @@ def compare_with_reference(train_file: Path, reference: str | None) -> dict:
     """Our (large) training split against McCoy's real dev: a sharp comparison with a proper noise yardstick.
 
     ``reference`` None means no comparison was configured; a configured file that is missing is an error."""
-    from assocmem.io import AssocmemError
+    from assocmem.errors import AssocmemError
     from assocmem.qf.generate import read_qf
 
     if not reference:

@@ -23,7 +23,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from assocmem.io import AssocmemError, atomic_path, sha256_file
+from assocmem.errors import AssocmemError
+from assocmem.io import atomic_path, sha256_file
 
 log = logging.getLogger(__name__)
 

@@ -63,7 +63,8 @@ from typing import Any
 import numpy as np
 from scipy.optimize import brentq
 
-from assocmem.io import AssocmemError, sha256_file, write_json
+from assocmem.errors import AssocmemError
+from assocmem.io import sha256_file, write_json
 from assocmem.qf.compare import FIDELITY_MEASURES, compare_with_reference, fidelity_row, fidelity_rows
 from assocmem.qf.floor import estimator_bias, plugin_floor_estimate
 from assocmem.qf.generate import P_QUEST, QFExample, generate_splits, parse_line, read_qf

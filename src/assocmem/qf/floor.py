@@ -55,7 +55,7 @@ from typing import Any
 import numpy as np
 from scipy.optimize import brentq
 
-from assocmem.io import AssocmemError
+from assocmem.errors import AssocmemError
 from assocmem.qf.generate import DEFAULT_SIZES, P_QUEST, QFExample
 from assocmem.qf.grammar import (
     QUESTION_GRAMMAR,

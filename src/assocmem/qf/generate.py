@@ -42,7 +42,8 @@ from pathlib import Path
 
 import numpy as np
 
-from assocmem.io import AssocmemError, sha256_file, write_text
+from assocmem.errors import AssocmemError
+from assocmem.io import sha256_file, write_text
 from assocmem.qf.grammar import (
     Template,
     question_lexicon,

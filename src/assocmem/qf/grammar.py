@@ -21,7 +21,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from functools import cache
 
-from assocmem.io import AssocmemError
+from assocmem.errors import AssocmemError
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from assocmem.io import AssocmemError, sha256_file
+from assocmem.errors import AssocmemError
+from assocmem.io import sha256_file
 from assocmem.qf.generate import EOS, SOS, SPLITS, lm_tokens, read_qf
 from assocmem.tokenwriter import Tokenizer, finish_store, tokenize_corpus
 

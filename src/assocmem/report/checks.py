@@ -16,7 +16,7 @@ import pandas as pd
 
 from assocmem import layout, scaling
 from assocmem.config import run_settings
-from assocmem.io import AssocmemError
+from assocmem.errors import AssocmemError
 from assocmem.report import claims, convergence
 from assocmem.report.artifacts import Experiment, Run, SweepRun
 from assocmem.report.figures import save_figure

@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from assocmem.io import AssocmemError
+from assocmem.errors import AssocmemError
 
 WINDOW = 0.2
 CONVERGED, NOT_CONVERGED, UNDETERMINED, PRETRAINED = ("converged", "not converged", "undetermined",

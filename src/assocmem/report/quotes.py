@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from assocmem.io import AssocmemError
+from assocmem.errors import AssocmemError
 
 ELLIPSIS = " [...] "
 PAPER_TABLE2_MODELS = ("Transformer", "Chinchilla", "PaLM 2", "GPT-2", "MiniCPM")

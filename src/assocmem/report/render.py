@@ -18,7 +18,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from assocmem.io import AssocmemError
+from assocmem.errors import AssocmemError
 from assocmem.report.style import PNG_DPI
 
 VERDICTS = ("reproduced", "refuted", "corrected", "not-testable")

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from assocmem.io import AssocmemError
+from assocmem.errors import AssocmemError
 
 _CHUNK_ELEMENTS = 4_000_000  # entries of one (chunk, d) block: 32 MB in float64
 

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from assocmem.io import AssocmemError
+from assocmem.errors import AssocmemError
 from assocmem.theory.energy import as_patterns, distance_energy
 
 

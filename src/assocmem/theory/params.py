@@ -1,4 +1,4 @@
-"""Parameter counts: exact decoder counts, the paper's App. E approximation N ~= A l d_emb^2, and N vs D^2.
+"""Parameter counts: exact decoder counts, the paper's App. D approximation N ~= A l d_emb^2, and N vs D^2.
 
 Exact count for a pre-LN decoder (GPT-2 layout): token embedding V*d, learned positions T*d, per block
 2 LayerNorms (2*2d), fused qkv (3d^2 + 3d), output projection (d^2 + d), FF in (d*d_ff + d_ff) and out
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from assocmem.io import AssocmemError
+from assocmem.errors import AssocmemError
 
 
 @dataclass(frozen=True)
@@ -69,7 +69,7 @@ def count_config(config: DecoderConfig) -> dict[str, int]:
 
 
 def paper_appendix_terms(d: int, n_layer: int, d_ff: int | None = None) -> dict[str, float]:
-    """The three terms printed in App. E (v2) for GPT-2 medium and the implied A = N / (l d^2).
+    """The three terms printed in App. D (App. E in arXiv v2) for GPT-2 medium and the implied A = N / (l d^2).
 
     Printed: attention 3 l d^2, 'dense weights and layer normalization' l (d^2 + 2d), feed-forward
     l (2 d d_ff + d + d_ff) with d_ff = 3072 called '3 d_emb' (GPT-2 medium actually has d_ff = 4096 = 4 d).

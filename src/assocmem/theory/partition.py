@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import special, stats
 
-from assocmem.io import AssocmemError
+from assocmem.errors import AssocmemError
 
 _LOG_PI = float(np.log(np.pi))
 _TINY = 1e-280  # below this gammainc loses relative precision (subnormals); switch to the series

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import optimize, special
 
-from assocmem.io import AssocmemError
+from assocmem.errors import AssocmemError
 from assocmem.theory.partition import log_ball_integral, log_gaussian_total_mass
 
 

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from assocmem.io import AssocmemError
+from assocmem.errors import AssocmemError
 from assocmem.report import quotes
 
 VERDICTS = ("reproduced", "refuted", "corrected", "not-testable")

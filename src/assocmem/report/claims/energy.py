@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from assocmem.io import AssocmemError
+from assocmem.errors import AssocmemError
 from assocmem.report.claims.base import check_row
 from assocmem.theory import energy as en
 from assocmem.theory import global_energy as ge

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from assocmem.io import AssocmemError
+from assocmem.errors import AssocmemError
 from assocmem.report.claims.base import check_row, require_columns
 from assocmem.report.quotes import PAPER_TABLE2_MODELS
 from assocmem.theory import params as pr

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from assocmem import scaling as sweep_analysis
-from assocmem.io import AssocmemError
+from assocmem.errors import AssocmemError
 from assocmem.report.claims.base import check_row, require_columns
 from assocmem.theory import params as pr
 from assocmem.theory import radius as ra

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 from scipy import integrate, special
 
-from assocmem.io import AssocmemError
+from assocmem.errors import AssocmemError
 from assocmem.report.claims.base import check_row, require_columns
 from assocmem.theory import loss_bound as lb
 from assocmem.theory import partition as pa

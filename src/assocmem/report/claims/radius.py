@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from assocmem.io import AssocmemError
+from assocmem.errors import AssocmemError
 from assocmem.report.claims.base import check_row, require_columns
 from assocmem.report.quotes import PAPER_SAMPLE_SIZE
 from assocmem.theory import radius as ra
