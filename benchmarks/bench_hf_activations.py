@@ -1,4 +1,4 @@
-"""Throughput of assocmem.hf_activations.dump_activations against a plain unbatched loop.
+"""Throughput of assocmem.activations.hf.dump_hf_chunk_activations against a plain unbatched loop.
 
 CPU: a small GPT-2 shape. GPU (when CUDA is available): the gpt2-medium shape in bfloat16. Weights are random
 (no download); throughput does not depend on their values. The arms are interleaved over --rounds rounds in a
@@ -20,7 +20,8 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from assocmem.hf_activations import dump_activations, load_causal_lm
+from assocmem.activations.hf import dump_hf_chunk_activations
+from assocmem.activations.hf_models import load_causal_lm
 
 SMALL_CPU = {"n_layer": 4, "n_embd": 256, "n_head": 4, "vocab_size": 50257, "n_positions": 256}
 GPT2_MEDIUM = {"n_layer": 24, "n_embd": 1024, "n_head": 16, "vocab_size": 50257, "n_positions": 1024}
@@ -37,8 +38,8 @@ def plain_loop_chunks_per_s(model: torch.nn.Module, tokens: np.ndarray, device: 
 
 
 def dump_chunks_per_s(model: torch.nn.Module, tokens: np.ndarray, batch_size: int, workdir: Path) -> float:
-    result = dump_activations(model, tokens, workdir / f"acts_b{batch_size}.npy", batch_size=batch_size,
-                              resume=False, progress=False)
+    result = dump_hf_chunk_activations(model, tokens, workdir / f"acts_b{batch_size}.npy", batch_size=batch_size,
+                                       resume=False, progress=False)
     return result["chunks_per_s"]
 
 
@@ -64,8 +65,8 @@ def bench(label: str, spec: dict, n_chunks: int, n_baseline: int, chunk_len: int
     print(f"\n== {label}: {info['n_params'] / 1e6:.1f}M params, {info['dtype']} on {device}, "
           f"{chunk_len}-token chunks, {rounds} interleaved rounds (min-max)")
     rows = (("plain", f"plain unbatched loop (full LM, {n_baseline} chunks)"),
-            ("batch1", f"dump_activations batch_size=1 ({n_baseline} chunks)"),
-            ("batched", f"dump_activations batch_size={batch_size} ({n_chunks} chunks)"))
+            ("batch1", f"dump_hf_chunk_activations batch_size=1 ({n_baseline} chunks)"),
+            ("batched", f"dump_hf_chunk_activations batch_size={batch_size} ({n_chunks} chunks)"))
     for name, text in rows:
         ratio = [a / b for a, b in zip(rates[name], rates["plain"], strict=True)]
         print(f"{text:52s} {min(rates[name]):8.2f}-{max(rates[name]):<8.2f} chunks/s  "

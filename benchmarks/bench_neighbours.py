@@ -1,4 +1,4 @@
-"""Exact k-NN speed (assocmem.neighbours.knn) against the hardware: arms interleaved in one process.
+"""Exact k-NN speed (assocmem.knn.knn) against the hardware: arms interleaved in one process.
 
 Part 1, speed: a Gaussian self-search (N x n, k) timed round by round in a rotating order:
   * peak      fp32 GEMM (N-row blocks of 4096 x n times n x 4096): faiss's bundled OpenBLAS (cblas_sgemm), torch
@@ -13,7 +13,7 @@ Part 1, speed: a Gaussian self-search (N x n, k) timed round by round in a rotat
 It prints each arm's GFLOP/s as a share of the same round's GEMM peak (2 N^2 n FLOPs), the default path's
 cost over raw faiss, id agreement, and the BLAS core type faiss's OpenBLAS runs with.
 
-Part 2, --scaling (issue 10): the neighbours stage (assocmem.neighbours.search_layer: self-search at four nested
+Part 2, --scaling (issue 10): the neighbours stage (assocmem.knn.search_layer: self-search at four nested
 fractions plus held-out queries) on growing numbers of chunks, from real activations (--acts DIR: an activations
 directory, layer --layer) or synthetic ones with Question-Formation's duplicate structure (short shared prefixes:
 a few thousand distinct rows repeat, the rest are distinct). Prints seconds against the search FLOPs and the
@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import ctypes
-import glob
 import json
 import os
 import time
@@ -40,9 +39,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from assocmem import neighbours
 from assocmem.gemm import onednn_available, onednn_linear
-from assocmem.neighbours import check_blas_core, knn, search_layer, set_threads
+from assocmem.knn import knn, search_layer
+from assocmem.runtime import resolve_device, set_threads
+from assocmem.runtime.blas import check_blas_core, faiss_openblas_library, import_faiss
 
 # --------------------------------------------------------------------------- the arms
 
@@ -73,12 +73,10 @@ def torch_knn(database: np.ndarray, queries: np.ndarray, k: int, block: int = 40
 
 def openblas_sgemm() -> Callable[[np.ndarray, np.ndarray, np.ndarray], None] | None:
     """C = A B^T with the OpenBLAS that faiss-cpu bundles (what faiss's brute force runs on), or None."""
-    import faiss
-
-    libs = glob.glob(str(Path(faiss.__file__).parent.parent / "faiss_cpu.libs" / "libopenblas*"))
-    if not libs:
+    library = faiss_openblas_library()
+    if library is None:
         return None
-    lib = ctypes.CDLL(libs[0])
+    lib = ctypes.CDLL(library)
     row_major, no_trans, trans = 101, 111, 112
 
     def sgemm(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
@@ -247,8 +245,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     threads = set_threads(args.threads)
-    torch.set_num_threads(threads)
-    print(f"faiss {neighbours.faiss.__version__}, torch {torch.__version__}, numpy {np.__version__}, "
+    print(f"faiss {import_faiss().__version__}, torch {torch.__version__}, numpy {np.__version__}, "
           f"threads={threads}; BLAS: {check_blas_core()}")
     if args.quick:
         args.rows, args.dim, args.rounds, args.sizes = 2000, 256, 2, "1000,2000,4000,8000"
@@ -257,7 +254,7 @@ def main(argv: list[str] | None = None) -> None:
         bench_scaling(sizes, args.acts, args.layer, args.scaling_dim, args.k, args.seed)
         return
     bench_speed(args.rows, args.dim, args.k, args.rounds, args.seed, args.arms.split(","))
-    if neighbours.resolve_device("auto") == "gpu" and not args.quick:
+    if resolve_device("auto", faiss=True, key="neighbours.device") != "cpu" and not args.quick:
         bench_gpu(args.gpu_rows, args.dim, args.k, args.gpu_cpu_queries, args.seed)
 
 

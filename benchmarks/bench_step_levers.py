@@ -27,35 +27,23 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib.util
 import math
 import os
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import numpy as np
 import torch
+from bench_train import CONFIGS, product_malloc_tunables
 from torch.nn import functional as F
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "src"))
-
-from assocmem.model import DecoderLM, ModelConfig  # noqa: E402
+from assocmem.model import DecoderLM, ModelConfig
+from assocmem.testing.reference_train import HYPER
 
 VARIANTS = ["base", "manual-attention", "fused-ce", "fused-adamw", "compile-model", "compile-model+loss",
             "compile-model+loss+optimizer", "compile-model+fused-ce+fused-adamw"]
-
-
-def bench_train():
-    """benchmarks/bench_train.py as a module (its configurations and the rules' malloc tunables)."""
-    if "bench_train" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("bench_train", HERE / "bench_train.py")
-        sys.modules["bench_train"] = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(sys.modules["bench_train"])
-    return sys.modules["bench_train"]
 
 
 class FusedCrossEntropy(torch.autograd.Function):
@@ -146,12 +134,11 @@ def batches(cfg: dict, count: int, seed: int) -> list[tuple[torch.Tensor, torch.
 
 
 def run(cfg: dict, names: list[str], rounds: int, steps: int, warmup: int) -> None:
-    hyper = bench_train().HYPER
     data = batches(cfg, steps, seed=0)
     variants, compile_s = [], {}
     for name in names:
         start = time.perf_counter()
-        variant = Variant(name, cfg, hyper)
+        variant = Variant(name, cfg, HYPER)
         for inputs, targets in data[:warmup]:
             variant.step(inputs, targets)
         compile_s[name] = time.perf_counter() - start
@@ -195,7 +182,7 @@ def split_probe(config: str, rounds: int, steps: int, warmup: int) -> None:
         out = proc.communicate()[0]
         return float(next(line.split()[1] for line in out.splitlines() if line.startswith("base ")))
 
-    batch = bench_train().CONFIGS[config]["batch"]
+    batch = CONFIGS[config]["batch"]
     whole, halves = [], []
     for _ in range(rounds):
         whole.append(ms_per_step(launch(2, batch)))
@@ -221,7 +208,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true", help="tiny model, 2 rounds, 3 variants")
     args = parser.parse_args(argv)
     if not args.no_malloc and "GLIBC_TUNABLES" not in os.environ:
-        env = dict(os.environ, GLIBC_TUNABLES=bench_train().product_malloc_tunables())
+        env = dict(os.environ, GLIBC_TUNABLES=product_malloc_tunables())
         os.execve(sys.executable, [sys.executable, __file__, *sys.argv[1:]], env)
     if args.quick:
         args.config, args.rounds, args.steps, args.warmup = "quick", 2, 5, 2
@@ -231,11 +218,10 @@ def main(argv: list[str] | None = None) -> None:
         return
     names = args.variants.split(",")
     unknown = [n for n in names if n not in VARIANTS]
-    configs = bench_train().CONFIGS
-    if unknown or args.config not in configs:
-        raise SystemExit(f"unknown variants {unknown} or config {args.config!r} (configs: {', '.join(configs)})")
+    if unknown or args.config not in CONFIGS:
+        raise SystemExit(f"unknown variants {unknown} or config {args.config!r} (configs: {', '.join(CONFIGS)})")
     torch.set_num_threads(args.threads)
-    cfg = dict(configs[args.config], **({"batch": args.batch} if args.batch else {}))
+    cfg = dict(CONFIGS[args.config], **({"batch": args.batch} if args.batch else {}))
     print(f"torch {torch.__version__}, {args.threads} threads, config {args.config} {cfg}, {args.rounds} rounds x "
           f"{args.steps} steps, GLIBC_TUNABLES={os.environ.get('GLIBC_TUNABLES', '(unset)')}")
     run(cfg, names, args.rounds, args.steps, args.warmup)

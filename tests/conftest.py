@@ -8,7 +8,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-ROOT = Path(__file__).resolve().parents[1]
+from helpers import ROOT  # noqa: E402 - after the tests directory is importable
+
 # Files that legitimately differ between two runs: logs, wall-clock timings, and the report pages, whose
 # provenance section lists the stage timings. Everything else is a science artifact and must be identical.
 NOT_SCIENCE = ("logs/", "benchmarks/", "timing.", "report/index.html", "report/report.md")

@@ -1,8 +1,13 @@
-"""Shared builders for unit tests: tiny McCoy-format files and tokenized stores."""
+"""Shared paths and builders for tests: the repository root, the shared material beside the checkout, tiny
+McCoy-format files and tokenized stores."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]  # the repository
+SHARED = ROOT.parent / "shared"  # test material beside the checkout (absent: the tests that need it skip)
 
 LINES = {
     "train": [
@@ -49,3 +54,13 @@ def make_corpus_store(out: Path, docs: list[str], tokenizer, *, shard_tokens: in
     roles = {"validation": splits[-1], "heldout": splits[-1]}
     finish_store(out, list(splits), tokenizer, batching="windows", roles=roles, loss_tokens="every token")
     return out
+
+
+def planned_rules(result: subprocess.CompletedProcess) -> set[str]:
+    """Rule names from the dry-run job-stats table."""
+    text = result.stdout + result.stderr
+    if "Nothing to be done" in text:
+        return set()
+    table = text.split("Job stats:", 1)[1].split("\n\n", 1)[0]
+    rows = [line.split() for line in table.splitlines()[3:]]
+    return {row[0] for row in rows if len(row) == 2 and row[0] not in ("total", "all")}

@@ -18,7 +18,10 @@ from typing import Any
 import jsonschema
 import yaml
 
+from assocmem.dataset_kinds import KINDS, kind_of
 from assocmem.errors import AssocmemError
+
+LOCAL_SOURCES = ("text", "jsonl", "parquet")  # dataset.source values read from dataset.paths
 
 
 class ConfigError(AssocmemError):
@@ -92,18 +95,17 @@ def _check_semantics(config: dict[str, Any]) -> None:
 
 def _dataset_problems(prefix: str, exp: dict[str, Any]) -> list[str]:
     dataset, problems = exp["dataset"], []
-    if dataset["name"] == "question_formation" and dataset["source"] not in ("generate", "download"):
-        problems.append(f"{prefix}.dataset.source: question_formation takes 'generate' or 'download', "
+    kind = kind_of(dataset)
+    if dataset["source"] not in kind.sources:
+        problems.append(f"{prefix}.dataset.source: {kind.name} takes {' or '.join(map(repr, kind.sources))}, "
                         f"not {dataset['source']!r}")
-    if dataset["name"] == "corpus" and dataset["source"] in ("generate", "download"):
-        problems.append(f"{prefix}.dataset.source: corpus takes hf, text, jsonl or parquet")
     if dataset["source"] == "hf" and not dataset.get("hf_name"):
         problems.append(f"{prefix}.dataset.hf_name: required when source is 'hf'")
     reference = dataset.get("reference_dev")
     if reference and not Path(reference).is_file():
         problems.append(f"{prefix}.dataset.reference_dev: file {reference} does not exist (relative paths are "
                         "relative to the working directory); give McCoy's question.dev or remove the key")
-    if dataset["name"] == "corpus" and dataset["source"] != "hf":
+    if dataset["source"] in LOCAL_SOURCES:
         if not dataset["paths"]:
             problems.append(f"{prefix}.dataset.paths: a local corpus needs at least one path or glob")
         for i, pattern in enumerate(dataset["paths"]):
@@ -113,17 +115,18 @@ def _dataset_problems(prefix: str, exp: dict[str, Any]) -> list[str]:
 
 
 def _model_problems(prefix: str, exp: dict[str, Any]) -> list[str]:
-    problems = []
+    problems, kind = [], kind_of(exp["dataset"])
     for name, spec in exp["pretrained"].items():
         if (spec["name"] is None) == (spec["config"] is None):
             problems.append(f"{prefix}.pretrained.{name}: give exactly one of 'name' or 'config'")
-        if exp["dataset"]["name"] != "corpus":
-            problems.append(f"{prefix}.pretrained.{name}: pretrained models need a corpus dataset")
+        if not kind.takes_pretrained:
+            takers = [k.name for k in KINDS.values() if k.takes_pretrained]
+            problems.append(f"{prefix}.pretrained.{name}: pretrained models need a {' or '.join(takers)} dataset")
     for name, model in exp["models"].items():
         if model["d_model"] % model["n_head"]:
             problems.append(f"{prefix}.models.{name}.n_head: must divide d_model "
                             f"({model['d_model']} % {model['n_head']} != 0)")
-        if exp["dataset"]["name"] == "corpus":
+        if kind.windowed:
             context = max(model["max_len"], exp["train"]["block_size"])
             if exp["activations"]["chunk_len"] > context:
                 problems.append(f"{prefix}.activations.chunk_len: {exp['activations']['chunk_len']} exceeds the "
@@ -147,7 +150,7 @@ def _size_problems(prefix: str, exp: dict[str, Any]) -> list[str]:
         if round(fraction * n_chunks) <= neighbours["k"]:
             problems.append(f"{prefix}.neighbours.fractions[{i}]: {fraction} of {n_chunks} chunks keeps "
                             f"{round(fraction * n_chunks)} rows, too few for k = {neighbours['k']} neighbours")
-    if exp["dataset"]["name"] == "question_formation":
+    if kind_of(exp["dataset"]).sized:
         n_train = exp["dataset"]["sizes"]["train"]
         for i, fraction in enumerate(exp["subsets"]["fractions"]):
             if math.floor(Fraction(repr(float(fraction))) * n_train) < 1:

@@ -23,6 +23,7 @@ TEMPLATES: dict[str, str] = {
     "model": "{exp}/train/{model}/{subset}/model.pt",
     "metrics": "{exp}/train/{model}/{subset}/metrics.csv",
     "summary": "{exp}/train/{model}/{subset}/summary.json",
+    "eval_rows": "{exp}/train/{model}/{subset}/eval_rows.parquet",
     "acts_train": "{exp}/activations/{model}/{subset}/train.npy",
     "acts_heldout": "{exp}/activations/{model}/{subset}/heldout.npy",
     "acts_train_index": "{exp}/activations/{model}/{subset}/train.index.parquet",
@@ -31,6 +32,8 @@ TEMPLATES: dict[str, str] = {
     "nn_self": "{exp}/neighbours/{model}/{subset}/self.parquet",
     "nn_heldout": "{exp}/neighbours/{model}/{subset}/heldout.parquet",
     "nn_summary": "{exp}/neighbours/{model}/{subset}/summary.csv",
+    "nn_radius": "{exp}/neighbours/{model}/{subset}/radius.parquet",
+    "nn_radius_meta": "{exp}/neighbours/{model}/{subset}/radius.json",
     # report
     "report_html": "report/index.html",
     "report_md": "report/report.md",
@@ -45,16 +48,18 @@ TEMPLATES: dict[str, str] = {
 PRODUCERS: dict[str, str] = {
     "raw_file": "generate_data", "raw_manifest": "generate_data", "floor": "data_audit", "compare": "data_audit",
     "tokens_meta": "tokenize", "tokens_source": "tokenize", "subset_meta": "subsets",
-    "model": "train", "metrics": "train", "summary": "train",
+    "model": "train", "metrics": "train", "summary": "train", "eval_rows": "train",
     "acts_train": "activations", "acts_heldout": "activations", "acts_train_index": "activations",
     "acts_heldout_index": "activations", "acts_meta": "activations",
-    "nn_self": "neighbours", "nn_heldout": "neighbours", "nn_summary": "neighbours",
+    "nn_self": "neighbours", "nn_heldout": "neighbours", "nn_summary": "neighbours", "nn_radius": "neighbours",
+    "nn_radius_meta": "neighbours",
     "report_html": "report", "report_md": "report", "report_checks": "report", "report_figures": "report",
 }
-RUN_ARTIFACTS = ("model", "metrics", "summary")
+RUN_ARTIFACTS = ("model", "metrics", "summary", "eval_rows")
 ACTIVATION_ARTIFACTS = ("acts_train", "acts_heldout", "acts_train_index", "acts_heldout_index", "acts_meta")
-NEIGHBOUR_ARTIFACTS = ("nn_self", "nn_heldout", "nn_summary")
+NEIGHBOUR_ARTIFACTS = ("nn_self", "nn_heldout", "nn_summary", "nn_radius", "nn_radius_meta")
 PRETRAINED_SUBSET = "pretrained"
+FINAL_NORM_LAYER = "final_ln"  # the name of the final norm's output among an activation dump's layers
 
 
 def pattern(results_dir: str, name: str) -> str:

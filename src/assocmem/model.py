@@ -15,6 +15,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from assocmem.gemm import GemmBackend, onednn_linear
+from assocmem.layout import FINAL_NORM_LAYER
 
 
 @dataclass(frozen=True)
@@ -146,7 +147,7 @@ class DecoderLM(nn.Module):
 
 def hidden_layer_names(n_layer: int) -> list[str]:
     """Names of the states returned by ``forward(return_hidden=True)``, in order."""
-    return ["emb", *[f"block{i}" for i in range(1, n_layer + 1)], "final_ln"]
+    return ["emb", *[f"block{i}" for i in range(1, n_layer + 1)], FINAL_NORM_LAYER]
 
 
 def flops_per_token(cfg: ModelConfig, seq_len: int, n_params: int) -> float:

@@ -40,16 +40,11 @@ def data_audit(params: dict[str, Any], raw_dir: Path, floor_out: Path, compare_o
 
 
 def tokenize(params: dict[str, Any], out_dir: Path, raw_dir: Path | None) -> str:
-    """Normalise the data into the token store: QF files word by word, a text corpus with its tokenizer."""
-    if params["dataset"]["name"] == "question_formation":
-        from assocmem.qf.tokenize import tokenize_qf_dir
+    """Normalise the data into the token store with its kind's tokenizer (QF files word by word, a text corpus
+    with its tokenizer)."""
+    from assocmem.dataset_kinds import kind_of
 
-        write_json(out_dir / "source.json", tokenize_qf_dir(raw_dir, out_dir))
-    else:
-        from assocmem.corpus.tokenize import tokenize_text_corpus
-
-        # worker processes = the rule's threads (num_proc), which never change the tokens
-        tokenize_text_corpus({**params["dataset"], "num_proc": params["threads"]}, params["seed"], out_dir)
+    kind_of(params["dataset"]).tokenize(params, out_dir, raw_dir)
     meta = read_json(out_dir / "meta.json")
     return f"vocabulary of {meta['vocab_size']} tokens into {out_dir}"
 
@@ -73,16 +68,17 @@ def train(params: dict[str, Any], store_dir: Path, run_dir: Path) -> str:
 
 
 def activations(params: dict[str, Any], model_path: Path, store_dir: Path, out_dir: Path) -> str:
-    from assocmem.activations import dump_activations
+    from assocmem.activations.decoder import dump_decoder_activations
     from assocmem.runtime import resolve_device
     from assocmem.train import load_model
 
     set_threads(params["threads"])
     acts = params["activations"]
     device = resolve_device(acts["device"], key="activations.device")
-    dump_activations(load_model(model_path, device), store_dir, out_dir, heldout_split=acts["heldout_split"],
-                     n_chunks=acts["n_chunks"], chunk_len=acts["chunk_len"], layers=acts["layers"],
-                     batch_size=acts["batch_size"], seed=params["seed"], label=params.get("label", ""))
+    dump_decoder_activations(load_model(model_path, device), store_dir, out_dir,
+                             heldout_split=acts["heldout_split"], n_chunks=acts["n_chunks"],
+                             chunk_len=acts["chunk_len"], layers=acts["layers"], batch_size=acts["batch_size"],
+                             seed=params["seed"], label=params.get("label", ""))
     return _activation_shape(out_dir)
 
 
@@ -93,27 +89,34 @@ def _activation_shape(out_dir: Path) -> str:
 
 
 def pretrained_activations(params: dict[str, Any], store_dir: Path, out_dir: Path) -> str:
-    from assocmem.hf_activations import dump_pretrained
+    from assocmem.activations.hf import dump_hf_activations
 
     set_threads(params["threads"])
     spec = {**params["pretrained"], "device": params["activations"]["device"]}
-    dump_pretrained(spec, params["activations"], params["seed"], store_dir, out_dir)
+    dump_hf_activations(spec, params["activations"], params["seed"], store_dir, out_dir)
     return _activation_shape(out_dir)
 
 
 def neighbours(params: dict[str, Any], act_dir: Path, out_dir: Path) -> str:
-    from assocmem.neighbours import search_activations
+    """Self and held-out k-NN of every layer, and the radius test's searches on the last layer (distinct prefixes,
+    and the final LayerNorm's gain divided out where the last layer is its output)."""
+    from assocmem.activations import FINAL_NORM_LAYER, final_norm_affine
+    from assocmem.knn import search_activations, search_radius
 
     set_threads(params["threads"])
     meta = read_json(act_dir / "meta.json")
     train, heldout = (load_npy(act_dir / f"{split}.npy", dtype="float32",
                                shape=(len(meta["layers"]), meta["splits"][split]["n_chunks"], meta["d_model"]))
                       for split in ("train", "heldout"))
-    self_df, held_df, summary = search_activations(train, heldout, meta["layers"], params["neighbours"],
-                                                   params["seed"])
+    cfg, seed = params["neighbours"], params["seed"]
+    self_df, held_df, summary = search_activations(train, heldout, meta["layers"], cfg, seed)
+    affine = final_norm_affine(meta) if meta["layers"][-1] == FINAL_NORM_LAYER else None
+    radius, radius_numbers = search_radius(train, meta["layers"], cfg, seed, affine)
     write_parquet(out_dir / "self.parquet", self_df)
     write_parquet(out_dir / "heldout.parquet", held_df)
     write_csv(out_dir / "summary.csv", summary)
+    write_parquet(out_dir / "radius.parquet", radius)
+    write_json(out_dir / "radius.json", radius_numbers)
     last = summary[(summary["protocol"] == "self") & (summary["layer"] == meta["layers"][-1])]
     last = last[last["fraction"] == last["fraction"].max()]
     return f"mean NN distance of the last layer ({meta['layers'][-1]}) {float(last['mean'].iloc[0]):.3g}"

@@ -28,7 +28,7 @@ from tqdm import tqdm
 
 from assocmem.errors import AssocmemError
 from assocmem.gemm import onednn_available, onednn_linear, resolve_gemm
-from assocmem.io import load_torch, rebuild_hint, save_torch, write_csv, write_json
+from assocmem.io import load_torch, rebuild_hint, save_torch, write_csv, write_json, write_parquet
 from assocmem.model import DecoderLM, ModelConfig, flops_per_token
 from assocmem.runtime import resolve_device
 from assocmem.tokenstore import TokenStore, data_fingerprint
@@ -419,6 +419,7 @@ class TrainJob:
         write_json(self.run_dir / "timing.json", {"peak_flops_measured": peak, "device": str(device), "gemm": gemm,
                                                   "seconds": float(timing["seconds"].sum()) if len(timing) else 0.0,
                                                   "mean_mfu": float(timing["mfu"].mean()) if len(timing) else 0.0})
+        write_parquet(self.run_dir / "eval_rows.parquet", eval_rows(self.run_dir / "model.pt", self.eval_sets["val"]))
         best = int(metrics["val_ce"].idxmin())
         summary = {"n_params": n_params, "steps": state.step, "device": str(device), "gemm": gemm,
                    "final": metrics.iloc[-1].to_dict(), "best_val_ce": float(metrics["val_ce"].iloc[best]),
@@ -426,6 +427,23 @@ class TrainJob:
                    "model_config": self.model_config.to_dict(), "fingerprint": self.fingerprint, **self.summary_extra}
         write_json(self.run_dir / "summary.json", summary)  # the one writer of summary.json (rank 0 only)
         return summary
+
+
+@torch.no_grad()
+def eval_rows(model_path: Path, batches: list[Batch]) -> pd.DataFrame:
+    """Summed NLL (nats) and predicted-token count of every row of the fixed evaluation batches, for the model
+    saved at ``model_path`` as a fresh process loads it (CPU, plain products): the evaluation noise of the final
+    validation CE (the report's convergence tolerance) comes from these rows."""
+    model = load_model(model_path)
+    sums, counts = [], []
+    for inputs, targets in batches:
+        logits = model(inputs)
+        nll = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1),
+                              ignore_index=IGNORE, reduction="none").reshape(targets.shape)
+        sums.append(nll.sum(dim=1).double().numpy())
+        counts.append((targets != IGNORE).sum(dim=1).numpy())
+    nll_sums, tokens = np.concatenate(sums), np.concatenate(counts).astype(np.int64)
+    return pd.DataFrame({"row": np.arange(len(tokens), dtype=np.int64), "nll": nll_sums, "tokens": tokens})
 
 
 def load_model(path: Path, device: str | torch.device = "cpu") -> DecoderLM:

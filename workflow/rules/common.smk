@@ -8,7 +8,7 @@ sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 from assocmem import layout
 from assocmem.codehash import code_digest
 from assocmem.config import ConfigError, load_schema, run_settings, validate_config
-from assocmem.qf.generate import SPLITS as QF_SPLITS
+from assocmem.dataset_kinds import QUESTION_FORMATION, kind_of
 from snakemake.exceptions import WorkflowError
 
 try:
@@ -77,8 +77,18 @@ def as_json(obj):
     return json.dumps(obj, sort_keys=True)
 
 
-def is_qf(exp):
-    return EXPS[exp]["dataset"]["name"] == "question_formation"
+def kind(exp):
+    """The experiment's dataset kind (assocmem.dataset_kinds): its data stages and resources."""
+    return kind_of(EXPS[exp]["dataset"])
+
+
+def kind_resource(rule, key):
+    return lambda w: kind(w.exp).resources[rule][key]
+
+
+def tokenize_threads(w):
+    """dataset.num_proc worker processes where the kind's tokenizer runs in parallel, else one."""
+    return EXPS[w.exp]["dataset"]["num_proc"] if kind(w.exp).parallel_tokenizer else 1
 
 
 def subsets_of(exp):
@@ -149,15 +159,8 @@ def audit_params(w):
 
 def tokenize_params(w):
     dataset = EXPS[w.exp]["dataset"]
-    if is_qf(w.exp):  # the raw files are inputs; nothing else changes the store
-        return as_json({"dataset": {"name": dataset["name"]}, "seed": config["seed"]})
-    # num_proc gives byte-identical output; the rest only concerns Question-Formation data
-    ignored = ("num_proc", "sizes", "download", "reference_dev", "grammar_weights")
     return as_json(
-        {
-            "dataset": {k: v for k, v in dataset.items() if k not in ignored},
-            "seed": config["seed"],
-        }
+        {"dataset": kind(w.exp).store_params(dataset), "seed": config["seed"]}
     )
 
 
@@ -210,9 +213,12 @@ def neighbour_params(w):
 
 
 def tokenize_inputs(w):
-    """QF: the raw split files; a local text corpus: its files (so editing one reruns tokenization)."""
-    if is_qf(w.exp):
-        return {"raw": [at("raw_file", exp=w.exp, split=s) for s in QF_SPLITS]}
+    """The raw split files of a kind with a data stage (QF); a local text corpus: its files (so editing one reruns
+    tokenization)."""
+    if kind(w.exp).raw_splits:
+        return {
+            "raw": [at("raw_file", exp=w.exp, split=s) for s in kind(w.exp).raw_splits]
+        }
     dataset = EXPS[w.exp]["dataset"]
     if dataset["source"] == "hf":
         return {}
@@ -249,9 +255,11 @@ def data_files(exp):
     """Every data artifact of an experiment."""
     files = [at("tokens_meta", exp=exp), at("tokens_source", exp=exp)]
     files += [at("subset_meta", exp=exp, subset=s) for s in subsets_of(exp)]
-    if is_qf(exp):
-        files += [at("raw_file", exp=exp, split=s) for s in QF_SPLITS]
-        files += [at(name, exp=exp) for name in ("raw_manifest", "floor", "compare")]
+    files += [at("raw_file", exp=exp, split=s) for s in kind(exp).raw_splits]
+    if kind(exp).raw_splits:
+        files.append(at("raw_manifest", exp=exp))
+    if kind(exp).audited:
+        files += [at(name, exp=exp) for name in ("floor", "compare")]
     return files
 
 

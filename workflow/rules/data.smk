@@ -1,7 +1,9 @@
 rule generate_data:
     """Sample McCoy et al.'s question-formation splits from the embedded grammar, or download them."""
     output:
-        files=expand(P("raw_file"), split=QF_SPLITS, allow_missing=True),
+        files=expand(
+            P("raw_file"), split=QUESTION_FORMATION.raw_splits, allow_missing=True
+        ),
         manifest=P("raw_manifest"),
     log:
         log_path("{exp}/generate_data"),

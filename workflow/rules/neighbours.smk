@@ -8,6 +8,8 @@ rule neighbours:
         self_nn=P("nn_self"),
         heldout_nn=P("nn_heldout"),
         summary=P("nn_summary"),
+        radius=P("nn_radius"),
+        radius_meta=P("nn_radius_meta"),
     log:
         log_path("{exp}/neighbours_{model}_{subset}"),
     benchmark:

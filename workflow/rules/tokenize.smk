@@ -12,10 +12,10 @@ rule tokenize:
         bench_path("{exp}/tokenize")
     conda:
         "../envs/assocmem.yaml"
-    threads: lambda w: 1 if is_qf(w.exp) else EXPS[w.exp]["dataset"]["num_proc"]
+    threads: tokenize_threads
     resources:
-        mem_mb=lambda w: 2000 if is_qf(w.exp) else 8000,
-        runtime=lambda w: 30 if is_qf(w.exp) else 720,
+        mem_mb=kind_resource("tokenize", "mem_mb"),
+        runtime=kind_resource("tokenize", "runtime"),
     params:
         code=stage_code("tokenize"),
         spec=tokenize_params,

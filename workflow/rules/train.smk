@@ -7,6 +7,7 @@ rule train:
         model=P("model"),
         metrics=P("metrics"),
         summary=P("summary"),
+        eval_rows=P("eval_rows"),
     log:
         log_path("{exp}/train_{model}_{subset}"),
     benchmark:
@@ -17,8 +18,8 @@ rule train:
         "../envs/assocmem.yaml"
     threads: THREADS
     resources:
-        mem_mb=lambda w: 3000 if is_qf(w.exp) else 16000,
-        runtime=lambda w: 240 if is_qf(w.exp) else 2880,
+        mem_mb=kind_resource("train", "mem_mb"),
+        runtime=kind_resource("train", "runtime"),
         gpu=lambda w: EXPS[w.exp]["train"]["gpus"],
     params:
         code=stage_code("train"),

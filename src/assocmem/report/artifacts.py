@@ -10,7 +10,11 @@ import numpy as np
 import pandas as pd
 
 from assocmem import layout
+from assocmem.dataset_kinds import kind_of
 from assocmem.io import load_npy, read_json, read_table
+
+EVAL_ROW_COLUMNS = ("row", "nll", "tokens")
+RADIUS_COLUMNS = ("set", "fraction", "n_patterns", "query", "distance")
 
 
 @dataclass
@@ -28,6 +32,9 @@ class Run:
     nn_summary: pd.DataFrame
     nn_self: pd.DataFrame
     nn_heldout: pd.DataFrame
+    radius: pd.DataFrame  # last-layer NN distances among distinct prefixes (and gain-free), by the neighbours stage
+    radius_meta: dict[str, Any]
+    eval_rows: pd.DataFrame | None  # per-row losses of the final model on the validation batches (trained runs)
 
     @property
     def label(self) -> str:
@@ -54,8 +61,7 @@ class SweepRun:
     fraction: float
     metrics: pd.DataFrame
     summary: dict[str, Any]
-    model_path: Path | None = None  # the trained model (for its evaluation noise)
-    store_dir: Path | None = None  # the subset's token store
+    eval_rows: pd.DataFrame  # per-row losses of the final model on the validation batches (its evaluation noise)
 
     @property
     def label(self) -> str:
@@ -64,8 +70,8 @@ class SweepRun:
 
 @dataclass
 class Experiment:
-    """Artifacts of one experiment: its token store's meta and source record; QF experiments also have
-    the raw manifest, the exact floor and the comparison with McCoy's files."""
+    """Artifacts of one experiment: its token store's meta and source record; a kind with a data stage (QF) also
+    has the raw manifest, and an audited one the exact floor and the comparison with the real files."""
 
     name: str
     config: dict[str, Any]
@@ -96,7 +102,9 @@ def load_run(results: Path, exp: str, model: str, fraction: float | None) -> Run
         summary=read_json(at("summary")) if trained else None,
         act_meta=read_json(at("acts_meta")), act_dir=at("acts_meta").parent,
         nn_summary=read_table(at("nn_summary")), nn_self=read_table(at("nn_self")),
-        nn_heldout=read_table(at("nn_heldout")),
+        nn_heldout=read_table(at("nn_heldout")), radius=read_table(at("nn_radius"), columns=RADIUS_COLUMNS),
+        radius_meta=read_json(at("nn_radius_meta")),
+        eval_rows=read_table(at("eval_rows"), columns=EVAL_ROW_COLUMNS) if trained else None,
     )
 
 
@@ -107,8 +115,10 @@ def load_experiments(results_dir: Path, config: dict[str, Any]) -> list[Experime
         experiment = Experiment(name=name, config=exp_cfg,
                                 token_meta=read_json(layout.path(results, "tokens_meta", exp=name)),
                                 source=read_json(layout.path(results, "tokens_source", exp=name)))
-        if exp_cfg["dataset"]["name"] == "question_formation":
+        kind = kind_of(exp_cfg["dataset"])
+        if kind.raw_splits:
             experiment.manifest = read_json(layout.path(results, "raw_manifest", exp=name))
+        if kind.audited:
             experiment.floor = read_json(layout.path(results, "floor", exp=name))
             experiment.compare = read_json(layout.path(results, "compare", exp=name))
         fractions = exp_cfg["subsets"]["fractions"]
@@ -135,6 +145,6 @@ def load_sweep_runs(results: Path, exp: str, exp_cfg: dict[str, Any]) -> list[Sw
 
                 runs.append(SweepRun(model=model, replicate=replicate, subset=subset, fraction=fraction,
                                      metrics=read_table(at("metrics"), columns=("step", "val_ce", "train_eval_ce")),
-                                     summary=read_json(at("summary")), model_path=at("model"),
-                                     store_dir=at("subset_meta").parent))
+                                     summary=read_json(at("summary")),
+                                     eval_rows=read_table(at("eval_rows"), columns=EVAL_ROW_COLUMNS)))
     return runs

@@ -10,12 +10,23 @@ from typing import Any
 import pandas as pd
 import yaml
 
+from assocmem.dataset_kinds import kind_of
 from assocmem.io import write_text
-from assocmem.report import figures
-from assocmem.report.artifacts import Experiment, load_experiments
-from assocmem.report.checks import collect_checks, convergence_records, convergence_table, theory_sections
-from assocmem.report.render import CE_UNIT, Section, checks_json, markdown_table, render_html, render_markdown
-from assocmem.report.sweep import analyse_sweep, sweep_section
+from assocmem.report import claims, figures
+from assocmem.report.artifacts import Experiment
+from assocmem.report.evidence import Evidence
+from assocmem.report.render import (
+    CE_UNIT,
+    Section,
+    checks_json,
+    claim_section,
+    errata_section,
+    markdown_table,
+    quantity_header,
+    render_html,
+    render_markdown,
+)
+from assocmem.report.sweep import sweep_section
 
 PACKAGES = ("assocmem", "torch", "numpy", "scipy", "pandas", "faiss-cpu", "snakemake", "transformers",
             "datasets", "matplotlib")
@@ -67,9 +78,10 @@ def comparison_tables(compare: dict[str, Any]) -> list[str]:
 
 
 def data_section(exp: Experiment) -> Section:
+    """The data section of an audited kind (exact floor and fidelity to the real files), else the plain one."""
     from assocmem.qf.floor import FLOOR_TABLE_HEADER, floor_table
 
-    if exp.floor is None:
+    if not kind_of(exp.config["dataset"]).audited:
         return corpus_data_section(exp)
     floors, compare, manifest = exp.floor, exp.compare, exp.manifest
     shipped = compare["shipped_fit"]
@@ -195,28 +207,58 @@ def provenance_section(config: dict[str, Any], experiments: list[Experiment], re
     return section
 
 
+def numbers_tables(numbers: dict[str, Any], units: dict[str, str] | None = None) -> list[str]:
+    """Keys 'prefix.quantity' become one row per prefix and one column per quantity; the rest a plain list.
+    Column headers carry units (``units`` by quantity name; cross-entropies are nats/token)."""
+    plain, grouped = [], {}
+    for key, value in numbers.items():
+        prefix, _, quantity = key.rpartition(".")
+        if prefix:
+            grouped.setdefault(prefix, {})[quantity] = value
+        else:
+            plain.append([quantity_header(key, units), value])
+    tables = [markdown_table(["quantity", "value"], plain)] if plain else []
+    by_columns: dict[tuple[str, ...], list[list[Any]]] = {}
+    for prefix, values in grouped.items():
+        by_columns.setdefault(tuple(values), []).append([prefix, *values.values()])
+    for columns, rows in by_columns.items():
+        tables.append(markdown_table(["set", *(quantity_header(c, units) for c in columns)], rows))
+    return tables
+
+
+def theory_sections(checks: list[dict[str, Any]], fig_dir: Path) -> list[Section]:
+    """One section per claim (see render.claim_section for its order), then the errata. A claim's figures are
+    those its row brings ({"file": name under fig_dir, "caption"}) and those its registry record draws."""
+    sections = []
+    for check in checks:
+        figures = [(fig_dir / figure["file"], figure["caption"]) for figure in check.get("figures", [])]
+        figures += [make(fig_dir) for make in claims.get(check["id"]).figures]
+        tables = numbers_tables(check.get("numbers", {}), check.get("units"))
+        sections.append(claim_section(check, tables, figures))
+    errata = errata_section(checks)
+    return sections + ([errata] if errata else [])
+
+
 def build_report(params: dict[str, Any], results_dir: Path, out_dir: Path) -> list[dict[str, Any]]:
     config, report_cfg = params["config"], params["report"]
     fig_dir = out_dir / "figures"
     fig_dir.mkdir(parents=True, exist_ok=True)
-    experiments = load_experiments(results_dir, config)
-    sweeps = {exp.name: analyse_sweep(exp, report_cfg["synthetic_seed"]) for exp in experiments if exp.sweep_runs}
-    statuses = convergence_table(experiments, report_cfg["synthetic_seed"])
-    checks = collect_checks(experiments, report_cfg, fig_dir, sweeps, statuses)
+    evidence = Evidence.load(results_dir, config, report_cfg, fig_dir)
+    checks = [claim.row(evidence) for claim in claims.all_claims()]
     sections: list[Section] = []
-    for exp in experiments:
+    for exp in evidence.experiments:
         sections.append(data_section(exp))
-        if exp.name in sweeps:
+        if exp.name in evidence.sweeps:
             floor = exp.floor["train"]["floor_nats_per_token"] if exp.floor else None
-            sections.append(sweep_section(exp, sweeps[exp.name], floor, fig_dir))
+            sections.append(sweep_section(exp, evidence.sweeps[exp.name], floor, fig_dir))
             continue
         if exp.trained_runs:
             sections.append(training_section(exp, fig_dir))
         sections.append(neighbour_section(exp, fig_dir))
     sections += theory_sections(checks, fig_dir)
-    sections.append(provenance_section(config, experiments, Path(results_dir)))
+    sections.append(provenance_section(config, evidence.experiments, Path(results_dir)))
     title = report_cfg["title"]
-    write_text(out_dir / "checks.json", checks_json(checks, convergence_records(statuses)))
+    write_text(out_dir / "checks.json", checks_json(checks, evidence.convergence_records()))
     write_text(out_dir / "report.md", render_markdown(title, checks, sections, out_dir))
     write_text(out_dir / "index.html", render_html(title, checks, sections))
     return checks

@@ -79,24 +79,6 @@ def ratio_standard_error(row_nll: np.ndarray, row_tokens: np.ndarray) -> tuple[f
     return ce, se
 
 
-def per_row_nll(model: Any, batches: Sequence[tuple[Any, Any]], ignore_index: int = -100) -> tuple[np.ndarray,
-                                                                                                  np.ndarray]:
-    """Summed NLL (nats) and predicted-token count of every row of the fixed evaluation batches."""
-    import torch
-    from torch.nn import functional as F
-
-    sums, counts = [], []
-    model.eval()
-    with torch.no_grad():
-        for inputs, targets in batches:
-            logits = model(inputs)
-            nll = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1),
-                                  ignore_index=ignore_index, reduction="none").reshape(targets.shape)
-            sums.append(nll.sum(dim=1).double().numpy())
-            counts.append((targets != ignore_index).sum(dim=1).numpy())
-    return np.concatenate(sums), np.concatenate(counts)
-
-
 def _window(metrics: pd.DataFrame, column: str, window: float) -> tuple[pd.DataFrame, float, float]:
     """The evaluations of the last ``window`` of steps (plus the one before it when fewer than two fall inside)."""
     curve = metrics[["step", column]].dropna().sort_values("step")

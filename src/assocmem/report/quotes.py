@@ -1,4 +1,5 @@
-"""The paper's own words for every claim row: verbatim quotes of Niu et al. (2024) stored in the package.
+"""The paper's own words: verbatim passages of Niu et al. (2024) stored in the package, one constant per claim
+(a claim's registry record, :class:`assocmem.report.claims.registry.Claim`, names the passages it rests on).
 
 The supplied paper text (``shared/paper`` beside the checkout, never read by the product) comes in two forms:
 ``niu2024_latex_source.txt``, a rendering of the LaTeX source in which every formula appears three times
@@ -7,7 +8,7 @@ with formulas as ``$...$`` LaTeX. Each :class:`Quote` holds a passage of both, c
 character. A quote may skip text: its fragments are joined by :data:`ELLIPSIS`, and each fragment occurs
 verbatim, in order, in its source (whitespace aside); for the LaTeX source the fragments keep the LaTeX form of
 each formula and drop its Unicode and spoken copies. ``note`` says how the two texts differ where they do.
-``tests/test_quotes.py`` checks every fragment against both files.
+The quote tests check every fragment of every registered claim against both files.
 
 Section and equation numbers are those of the supplied text: Sec. 6 holds the experiments, App. B the energy
 properties (B.1 proves Prop. 2), App. C the proofs of Sec. 5 (C.1 Prop. 4, C.2 eq. (12) and Lemma 5), App. D
@@ -19,8 +20,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
-
-from assocmem.errors import AssocmemError
 
 ELLIPSIS = " [...] "
 PAPER_TABLE2_MODELS = ("Transformer", "Chinchilla", "PaLM 2", "GPT-2", "MiniCPM")
@@ -64,7 +63,7 @@ def occurs_in_order(quote: str, source: str) -> bool:
     return True
 
 
-_PROP1 = (
+PROP1 = (
     Quote("§4, Proposition 1",
           r"Proposition 1 [...] Given [...] \mathcal{D}=\{\rho_{1}\ldots,\rho_{d}\}, [...] the proposed energy [...] "
           r"satisfies [...] g(x)-\log d\leq E(x)\leq g(x).",
@@ -80,7 +79,7 @@ _PROP1 = (
           "Both texts sum to n in (4), where the number of patterns is d."),
 )
 
-_PROP2 = (
+PROP2 = (
     Quote("§4, Proposition 2",
           r"Proposition 2 [...] Let [...] \beta=2 [...] we have [...] |E(x)-(2E_{\mathrm{MCHN}}^{\beta=2}(x)-\log d)|"
           r"\leq\max_{1\leq i\leq d}\|\rho_% {i}\|^{2}-\min_{1\leq i\leq d}\|\rho_{i}\|^{2}.",
@@ -98,7 +97,7 @@ _PROP2 = (
           "and is false whenever the norms differ; the step must read ξ² − min_i ‖ρ_i‖²."),
 )
 
-_PROP3 = (
+PROP3 = (
     Quote("§4, Proposition 3",
           r"The following result follows directly from the above inequalities. [...] Proposition 3 [...] "
           r"\min_{1\leq i\leq d}\|\rho_{i}\|^{2}-\max_{1\leq i\leq d}\|\rho_{i}\|^{2}\leq g% (x)-2E_{\mathrm{MCHN}}"
@@ -109,7 +108,7 @@ _PROP3 = (
           r"\|\rho_i\|^2 + \log d.$$"),
 )
 
-_EQ8 = (
+EQ8 = (
     Quote("§4.1, eqs. (7)-(8)",
           r"Therefore, we define a global energy function [...] E_{\mathrm{global}}(x):=-\mathrm{LogSumExp}((-E_{1}"
           r"(x),-E_{2}(x),\ldots,-E_{l}% (x))). [...] (7) [...] According to Lemma 3, we have [...] "
@@ -131,7 +130,7 @@ _EQ8 = (
           "The LaTeX source has the half-open interval [0, log l); the PDF text has the closed [0, log l]."),
 )
 
-_EQ12 = (
+EQ12 = (
     Quote("§5, eq. (12)",
           r"Next, we take a closer look at the layer partition function. [...] \displaystyle=\sum_{i=1}^{d}"
           r"\int_{x\in B_{t_{i}}}\exp(-\|x-\rho^{t_{i}}\|^{2})% \ \mathrm{d}x\stackrel{{\scriptstyle(c)}}{{=}}2\sum_"
@@ -147,7 +146,7 @@ _EQ12 = (
           r"\int_0^{r_i} t^{n-1} e^{-t^2} dt \\ &= 2\pi^{\frac{n}{2}} \frac{\gamma(n, r_i)}{\Gamma(\frac{n}{2})}"),
 )
 
-_LEMMA5 = (
+LEMMA5 = (
     Quote("App. C.2, Lemma 5",
           r"Lemma 5 [...] The incomplete gamma function [...] satisfies [...] "
           r"e^{-r}\frac{r^{n}}{n}\leq\gamma(n,r)\leq\frac{r^{n}}{n}",
@@ -166,7 +165,7 @@ _LEMMA5 = (
           "The LaTeX source says r* is brought 'to Eq. (5)', the PDF text 'to Eq. (12)'."),
 )
 
-_RADIUS = (
+RADIUS = (
     Quote("§5, the radius r*",
           r"For [...] to have a volume of [...] O(1) [...] , the radius [...] must be approximately [...] "
           r"\sqrt{\frac{n}{2\pi e}} [...] asymptotically.",
@@ -198,7 +197,7 @@ _RADIUS = (
           r"collected for 1% of the documents, the estimated radius may be greater than actual one in the model."),
 )
 
-_PROP4 = (
+PROP4 = (
     Quote("§5, Proposition 4",
           r"Proposition 4 [...] be the cross-entropy loss of the above model, then [...] "
           r"1<L=\log Z_{t}+\frac{1}{Z_{t}}+\log l-c\leq\log Z_{t}+\frac{1}{Z_{t}}+\log l, [...] where [...] "
@@ -220,7 +219,7 @@ _PROP4 = (
           r"obtained when $Z_t = 1$."),
 )
 
-_PARAMS = (
+PARAMS = (
     Quote("§3, the parameter count",
           r"Then [...] N\approx Ald_{\mathrm{emb}}^{2}=\frac{Ald_{\mathrm{emb}}}{T_{\mathrm{max}}}n [...] "
           r"for some constant",
@@ -240,7 +239,7 @@ _PARAMS = (
           r"$N \approx Ald_{\text{emb}}^2$ with some constant $A \approx 15$ in this case."),
 )
 
-_SCALING = (
+SCALING = (
     Quote("§5, after eq. (13)",
           r"In Section 3, we argue that [...] Therefore, for [...] to reach [...] we need [...] N=O(D^{2}).",
           r"In Section 3, we argue that [...] Therefore, for Z_t to reach $Z_t = 1$, we need $N = O(D^2)$."),
@@ -251,7 +250,7 @@ _SCALING = (
           r"similar training loss and validation loss compared to the setting with 9B tokens."),
 )
 
-_LOSS_FLOOR = (
+LOSS_FLOOR = (
     Quote("Abstract",
           r"Under specific conditions, we show that the minimum achievable cross-entropy loss is bounded from below "
           r"by a constant approximately equal to 1.",
@@ -275,7 +274,7 @@ _LOSS_FLOOR = (
           r"samples."),
 )
 
-_OVERFIT = (
+OVERFIT = (
     Quote("§6.2",
           r"The training with [...] (9M) of the OpenWebText data clearly experiences over-fitting, and the "
           r"training loss vanishes over iterations.",
@@ -286,7 +285,7 @@ _OVERFIT = (
           r"Additionally, the performance of these models can be compromised by both early and delayed stopping."),
 )
 
-_LITERATURE = (
+LITERATURE = (
     Quote("§2, the Chinchilla fit of eq. (2)",
           r"For Chinchilla models, the fitted parameters are (Hoffmann et al., 2022a) [...] "
           r"\alpha=0.34,\quad\beta=0.28,\quad E=1.61,\quad A=406.4,\quad B=410.7.",
@@ -301,7 +300,7 @@ _LITERATURE = (
           r"transformer-based language models and their reported cross-entropy loss."),
 )
 
-_FIG1 = (
+FIG1 = (
     Quote("§4, Figure 1 caption",
           r"Figure 1: Left: Energy landscapes for a set of 2-dimensional patterns [...] (a) The negative LogSumExp "
           r"function with [...] as an extension of (Demircigil et al., 2017). (b) The regularization terms [...] "
@@ -317,53 +316,3 @@ _FIG1 = (
           r"The MCHN energy then adds regularization terms to create a convex energy function.",
           r"The MCHN energy then adds regularization terms to create a convex energy function."),
 )
-
-QUOTES: dict[str, tuple[Quote, ...]] = {
-    "prop1": _PROP1, "prop2": _PROP2, "prop3": _PROP3, "eq8": _EQ8, "eq12": _EQ12, "lemma5": _LEMMA5,
-    "radius": _RADIUS, "prop4": _PROP4, "params": _PARAMS, "scaling": _SCALING, "loss_floor": _LOSS_FLOOR,
-    "overfit": _OVERFIT, "literature": _LITERATURE, "fig1": _FIG1,
-}
-
-# The printed claim as LaTeX (KaTeX renders $...$), transcribed from the quotes above.
-STATEMENTS_TEX: dict[str, str] = {
-    "prop1": r"$g(x)-\log d\le E(x)\le g(x)$ with $g(x)=\min_i\|x-\rho_i\|^2$, "
-             r"$E(x)=-\log\sum_i e^{-\|x-\rho_i\|^2}$.",
-    "prop2": r"$\left|E(x)-\left(2E^{\beta=2}_{\mathrm{MCHN}}(x)-\log d\right)\right|\le"
-             r"\max_i\|\rho_i\|^2-\min_i\|\rho_i\|^2$.",
-    "prop3": r"$\min_i\|\rho_i\|^2-\max_i\|\rho_i\|^2\le g(x)-2E^{\beta=2}_{\mathrm{MCHN}}(x)\le"
-             r"\max_i\|\rho_i\|^2-\min_i\|\rho_i\|^2+\log d$.",
-    "eq8": r"$E_{\mathrm{global}}(x)=-\mathrm{LogSumExp}(-E_1(x),\dots,-E_l(x))$ (7) and "
-           r"$\min_i E_i(x)-\log l\le E_{\mathrm{global}}(x)<\min_i E_i(x)$ (8).",
-    "eq12": r"$\int_{B_i}e^{-\|x-\rho^i\|^2}\,dx=\frac{2\pi^{n/2}}{\Gamma(n/2)}\int_0^{r_i}t^{n-1}e^{-t^2}dt"
-            r"=2\pi^{n/2}\frac{\gamma(n,r_i)}{\Gamma(n/2)}$ with $\gamma(n,r)=\int_0^r t^{n-1}e^{-t}dt$ (12).",
-    "lemma5": r"$e^{-r}\frac{r^n}{n}\le\gamma(n,r)\le\frac{r^n}{n}$; $e^{-r_i}V_n(r_i)\le\int_{B_i}"
-              r"e^{-\|x-\rho^i\|^2}dx\le V_n(r_i)$; $\frac{d\,V_n(\sqrt{n/2\pi e})}{\exp(\sqrt{n/2\pi e})}\le Z_t"
-              r"\le d\,V_n(\sqrt{n/2\pi e})$ (13).",
-    "radius": r"$r^*=\sqrt{n/(2\pi e)}$; at 25, 50, 75 and 100% of 80K chunks the mean and median NN distance "
-              r"$\approx 20\approx 2r^*=2\sqrt{1024/(2\pi e)}=15.49$.",
-    "prop4": r"$1<L=\log Z_t+\frac{1}{Z_t}+\log l-c\le\log Z_t+\frac{1}{Z_t}+\log l$, $c\in[0,\log l)$.",
-    "params": r"$N\approx A\,l\,d_{\mathrm{emb}}^2$ with $A\approx 15$ (GPT-2 medium, $d_{\mathrm{FF}}="
-              r"3072=3d_{\mathrm{emb}}$).",
-    "scaling": r"For $Z_t=1$ we need $N=O(D^2)$.",
-    "loss_floor": r"$\min L\gtrsim 1$: the training losses stabilise at $\approx 1$ (Fig. 4), as Proposition 4 "
-                  r"predicts.",
-    "overfit": r"Small subsets over-fit (training loss $\to 0$); performance suffers from both early and delayed "
-               r"stopping.",
-    "literature": r"Chinchilla: $E=1.61$, $A=406.4$, $B=410.7$, $\alpha=0.34$, $\beta=0.28$; all Table 2 losses "
-                  r"$L>1$.",
-    "fig1": r"Landscapes of $-\mathrm{LogSumExp}$, the MCHN regularisers, $E^{1}_{\mathrm{MCHN}}$ and $E$ (4) for "
-            r"$\mathcal{D}=\{(-2,-0.5),(0.2,-0.3),(1.5,1.5)\}$ and $\{-2,0,1\}$; the regularisers make the MCHN "
-            r"energy convex.",
-}
-
-
-def quotes_for(claim_id: str) -> list[dict[str, Any]]:
-    if claim_id not in QUOTES:
-        raise AssocmemError(f"no stored quote for claim {claim_id!r}; add it to assocmem.report.quotes.QUOTES")
-    return [quote.as_dict() for quote in QUOTES[claim_id]]
-
-
-def statement_tex(claim_id: str) -> str:
-    if claim_id not in STATEMENTS_TEX:
-        raise AssocmemError(f"no printed statement for claim {claim_id!r} in assocmem.report.quotes.STATEMENTS_TEX")
-    return STATEMENTS_TEX[claim_id]

@@ -19,9 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from assocmem.errors import AssocmemError
+from assocmem.report import claims
+from assocmem.report.claims import VERDICTS
 from assocmem.report.style import PNG_DPI
 
-VERDICTS = ("reproduced", "refuted", "corrected", "not-testable")
 # Dark Okabe-Ito hues: white bold text on them keeps a contrast ratio above 4.5 (WCAG AA).
 VERDICT_COLOURS = {"reproduced": "#00654a", "refuted": "#a23c00", "corrected": "#7a4f00", "not-testable": "#595959"}
 CLAIMS_GROUP = "Claims"
@@ -101,31 +102,15 @@ def quantity_header(quantity: str, units: dict[str, str] | None = None) -> str:
 
 # ---------------------------------------------------------------------------------------------- claims
 
-CLAIM_TITLES: dict[str, tuple[str, str]] = {
-    "prop1": ("Prop. 1", r"$g(x) - \log d \le E(x) \le g(x)$"),
-    "prop2": ("Prop. 2", r"$\lvert E - (2E_{\mathrm{MCHN}} - \log d)\rvert \le \max_i \lVert\rho_i\rVert^2 - "
-                         r"\min_i \lVert\rho_i\rVert^2$"),
-    "prop3": ("Prop. 3", r"bounds on $g - 2E_{\mathrm{MCHN}}$"),
-    "eq8": ("Eq. (8)", r"bounds on $E_{\mathrm{global}} = -\mathrm{LSE}(-E_1, \dots, -E_l)$"),
-    "eq12": ("Eq. (12)/(C.2)", r"Gaussian integral over an $n$-ball"),
-    "lemma5": ("Lemma 5", r"eqs. (13)–(14): bounds on $Z_t$"),
-    "radius": ("Radius", r"NN distance $\approx 2r^*$ with $r^* = \sqrt{n/(2\pi e)}$"),
-    "prop4": ("Prop. 4", r"$1 < L \le \log Z_t + 1/Z_t + \log l$"),
-    "params": ("App. D", r"GPT-2 parameter count ($d_{\mathrm{FF}} = 3d$, $A \approx 15$)"),
-    "scaling": ("Prop. 5", r"optimal $N = O(D^2)$"),
-    "loss_floor": ("Loss floor", r"$L \approx 1$ (Fig. 4, abstract)"),
-    "overfit": ("Over-fitting", "small subsets over-fit (Fig. 3 right)"),
-    "literature": ("Literature", r"Table 2 losses $> 1$; the Chinchilla fit $E = 1.61$"),
-    "fig1": ("Fig. 1", "energy landscapes"),
-}
-
-
 def claim_label(check: dict[str, Any]) -> str:
-    return CLAIM_TITLES.get(check["id"], (check["id"], ""))[0]
+    claim = claims.find(check["id"])
+    return claim.label if claim else check["id"]
 
 
 def claim_title(check: dict[str, Any]) -> str:
-    label, short = CLAIM_TITLES.get(check["id"], (check["id"], first_sentence(check.get("claim", ""), 80)))
+    claim = claims.find(check["id"])
+    label, short = (claim.label, claim.title_tex) if claim else (check["id"], first_sentence(check.get("claim", ""),
+                                                                                               80))
     return f"{label}: {short}" if short else label
 
 

@@ -1,4 +1,4 @@
-"""The scaling sweep in the report: its cells, the analyses of :mod:`assocmem.scaling` and their figures."""
+"""The scaling sweep in the report: its cells, the analyses of :mod:`assocmem.report.scaling_fit` and their figures."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from assocmem import scaling
 from assocmem.config import run_settings
+from assocmem.report import scaling_fit as scaling
 from assocmem.report import style
 from assocmem.report.artifacts import Experiment, SweepRun
 from assocmem.report.render import Section, markdown_table

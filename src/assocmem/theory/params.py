@@ -89,7 +89,7 @@ def a_constant(n_params: float, n_layer: int, d: int) -> float:
 
 
 def n_over_d_squared(n_params: float, n_tokens: float) -> float:
-    """N / D^2, the ratio Proposition 5 says should be constant at the optimum."""
+    """N / D^2, the ratio Sec. 5 says should be constant at the optimum."""
     if n_tokens <= 0:
         raise AssocmemError(f"n_tokens must be positive, got {n_tokens}")
     return n_params / (n_tokens * n_tokens)

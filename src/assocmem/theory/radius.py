@@ -85,7 +85,7 @@ def log_patterns_for_unit_partition(n: int, radius: float | None = None) -> floa
 
 
 def printed_log_patterns_for_unit_partition(n: int, radius: float | None = None) -> float:
-    """The same with the paper's Z_t ~ d V_n(r): at r* this is ~ log(n pi)/2, i.e. n ~ d^2 / pi (Prop. 5)."""
+    """The same with the paper's Z_t ~ d V_n(r): at r* this is ~ log(n pi)/2, i.e. n ~ d^2 / pi (Sec. 5)."""
     from assocmem.theory.partition import log_ball_volume
 
     r = radius_star(n) if radius is None else radius

@@ -2,8 +2,8 @@
 
 Every row has: id, claim (as printed, plain text), computed (what and on which data), numbers (flat JSON
 numbers; non-finite values become None), verdict (reproduced|refuted|corrected|not-testable), evidence, how
-(derived|data|counterexample|corrected), and the fields the report renders: quote (the paper verbatim, from
-report.quotes: list of {where, latex_source, pdf[, note]}), statement_tex (the printed claim as LaTeX),
+(derived|data|counterexample|corrected), and the fields the report renders: quote (the paper verbatim, from the
+claim's registry record: list of {where, latex_source, pdf[, note]}), statement_tex (the printed claim as LaTeX),
 ours_tex (what holds, as LaTeX) and limits (what would change a data-based verdict; None for derivations).
 Verdict rules are fixed in the code (thresholds are arguments with documented defaults), never tuned to the data.
 """
@@ -17,11 +17,10 @@ import numpy as np
 import pandas as pd
 
 from assocmem.errors import AssocmemError
-from assocmem.report import quotes
+from assocmem.report.claims import registry
 
 VERDICTS = ("reproduced", "refuted", "corrected", "not-testable")
 HOWS = ("derived", "data", "counterexample", "corrected")
-PAPER = "Niu, Bai, Deng, Han (2024), arXiv:2405.08707; quoted from the supplied LaTeX source and PDF text"
 
 
 def _clean(value: Any) -> float | int | None:
@@ -35,9 +34,10 @@ def _clean(value: Any) -> float | int | None:
     return number if np.isfinite(number) else None
 
 
-def check_row(claim_id: str, claim: str, computed: str, numbers: Mapping[str, Any], verdict: str,
-              evidence: str, how: str, *, ours_tex: str, limits: str | None = None) -> dict[str, Any]:
-    """Assemble and validate one check row; quote and statement_tex come from report.quotes by claim id.
+def check_row(claim_id: str, computed: str, numbers: Mapping[str, Any], verdict: str, evidence: str, how: str, *,
+              ours_tex: str, limits: str | None = None) -> dict[str, Any]:
+    """Assemble and validate one check row; the claim as printed, its quote and statement_tex come from the
+    claim's registry record.
 
     A row whose verdict rests on measured data (how == 'data') must say what would change it (``limits``)."""
     if verdict not in VERDICTS:
@@ -46,10 +46,12 @@ def check_row(claim_id: str, claim: str, computed: str, numbers: Mapping[str, An
         raise AssocmemError(f"claim {claim_id}: how {how!r} not in {HOWS}")
     if how == "data" and not (limits and limits.strip()):
         raise AssocmemError(f"claim {claim_id}: a data-based verdict needs a 'limits of this evidence' paragraph")
-    return {"id": claim_id, "claim": claim, "computed": computed,
+    claim = registry.get(claim_id)
+    return {"id": claim_id, "claim": claim.statement, "computed": computed,
             "numbers": {str(k): _clean(v) for k, v in numbers.items()},
-            "verdict": verdict, "evidence": evidence, "how": how, "quote": quotes.quotes_for(claim_id),
-            "statement_tex": quotes.statement_tex(claim_id), "ours_tex": ours_tex, "limits": limits}
+            "verdict": verdict, "evidence": evidence, "how": how,
+            "quote": [quote.as_dict() for quote in claim.quotes], "statement_tex": claim.statement_tex,
+            "ours_tex": ours_tex, "limits": limits}
 
 
 def require_columns(frame: pd.DataFrame, columns: Sequence[str], what: str) -> None:
@@ -58,3 +60,13 @@ def require_columns(frame: pd.DataFrame, columns: Sequence[str], what: str) -> N
         raise AssocmemError(f"{what}: missing column(s) {missing}; got {list(frame.columns)}")
 
 
+def usable_rows(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """Rows whose run may carry a claim (column 'usable', default all) and labels of the excluded ones."""
+    if "usable" not in frame.columns:
+        return frame, []
+    keep = frame["usable"].astype(bool).to_numpy()
+    label = "run" if "run" in frame.columns else ("subset" if "subset" in frame.columns else "model")
+    status = frame["status"] if "status" in frame.columns else pd.Series("not converged", index=frame.index)
+    excluded = sorted({f"{name} ({state})" for name, state, usable in zip(frame[label], status, keep, strict=True)
+                       if not usable})
+    return frame[keep], excluded

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from assocmem.errors import AssocmemError
+from assocmem.report import quotes
 from assocmem.report.claims.base import check_row
+from assocmem.report.claims.registry import Claim, register
+from assocmem.report.evidence import Evidence
 from assocmem.theory import energy as en
 from assocmem.theory import global_energy as ge
 from assocmem.theory import landscapes as la
@@ -74,8 +78,7 @@ def prop1(train_acts_by_layer: Mapping[str, np.ndarray], query_acts_by_layer: Ma
     example = en.prop1_unsquared_counterexample()
     numbers["unsquared_counterexample_violation"] = example["violation"]
     return check_row(
-        "prop1", "Proposition 1: Given D = {rho_1,...,rho_d}, the proposed energy E(x) satisfies "
-        "g(x) - log d <= E(x) <= g(x).",
+        "prop1",
         "E(x) = -log sum exp(-||x-rho||^2) and g(x) = min ||x-rho||^2 (float64, chunked) for every query "
         "against its layer's training activations, plus synthetic random/duplicate/d=1/huge-norm sets.",
         numbers, "reproduced" if holds else "refuted",
@@ -119,8 +122,7 @@ def prop2(train_acts_by_layer: Mapping[str, np.ndarray], query_acts_by_layer: Ma
                     "closed_form.beyond_min_norm.gap": closed["beyond_min_norm.prop2_gap"],
                     "closed_form.beyond_max_norm.gap": closed["beyond_max_norm.prop2_gap"]})
     return check_row(
-        "prop2", "Proposition 2: Let beta = 2 we have |E(x) - (2 E_MCHN^{beta=2}(x) - log d)| <= "
-        "max_i ||rho_i||^2 - min_i ||rho_i||^2.",
+        "prop2",
         "gap = E(x) - (2 E_MCHN^{beta=2}(x) - log d) with E_MCHN from its definition (Ramsauer et al., N -> d), "
         "per layer of real activations, on synthetic random/duplicate/d=1/huge-norm sets and on the extreme sets "
         "where the sharp bounds are attained (equal norms, the centre of a sphere of patterns, a query far beyond "
@@ -162,8 +164,7 @@ def prop3(train_acts_by_layer: Mapping[str, np.ndarray], query_acts_by_layer: Ma
                     "closed_form.beyond_min_norm.value": closed["beyond_min_norm.prop3_value"],
                     "closed_form.beyond_min_norm.sharp_lower": -closed["spread"] - np.log(2.0)})
     return check_row(
-        "prop3", "Proposition 3: min_i||rho_i||^2 - max_i||rho_i||^2 <= g(x) - 2 E_MCHN^{beta=2}(x) <= "
-        "max_i||rho_i||^2 - min_i||rho_i||^2 + log d.",
+        "prop3",
         "g - 2E_MCHN^{beta=2} on a two-pattern counterexample, on every layer's queries, on the synthetic sets and "
         "on the extreme sets of Prop. 2.",
         numbers, "refuted",
@@ -196,8 +197,7 @@ def eq8(per_layer_pattern_sets: Mapping[str, np.ndarray], queries: np.ndarray) -
                "log_l": np.log(n_layers), "max_abs_global_minus_union": np.abs(gap).max()}
     verdict = "reproduced" if holds and (strict or n_layers >= 2) else ("corrected" if holds else "refuted")
     return check_row(
-        "eq8", "(8): min_i E_i(x) - log l <= E_global(x) < min_i E_i(x), with E_global = "
-        "-LogSumExp(-E_1(x), ..., -E_l(x)) (7).",
+        "eq8",
         "Per-layer energies E_t = -log sum_{rho in D_t} exp(-||x-rho||^2) of the given pattern sets at the "
         "given queries; E_global vs the energy of the union of the sets.",
         numbers, verdict,
@@ -228,10 +228,7 @@ def fig1() -> dict[str, Any]:
         for i, point in enumerate(minima[name]):
             numbers[f"{name}.minimum_{i}"] = point[0]
     return check_row(
-        "fig1", "Figure 1: energy landscapes for D = {(-2,-0.5), (0.2,-0.3), (1.5,1.5)}: (a) -LogSumExp with "
-        "beta = 1, (b) the MCHN regularization terms, (c) the MCHN energy E_1^MCHN, (d) the layer-wise "
-        "energy (4) "
-        "with squared Euclidean norm; right: D = {-2, 0, 1} with the MCHN energy for beta = 1, 2.",
+        "fig1",
         "All panels on a 201 x 201 grid over [-3, 3]^2 and the 1-D curves on [-4, 3]; grid local minima and "
         "midpoint convexity.",
         numbers, "reproduced",
@@ -247,3 +244,65 @@ def fig1() -> dict[str, Any]:
                   r"minima), and in 1-D $E$ merges the patterns $0$ and $1$ into one minimum."))
 
 
+# ---------------------------------------------------------------- registry
+
+
+def synthetic_layer_sets(seed: int) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Three random 'layers' of stored patterns and queries, for eq. (8) when no activations were dumped."""
+    rng = np.random.default_rng(seed)
+    sets = {f"synthetic_layer{i}": rng.normal(scale=1.0 + i, size=(64, 16)) for i in range(3)}
+    return sets, rng.normal(size=(32, 16))
+
+
+def eq8_inputs(evidence: Evidence) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Every layer of the primary run's training activations, and its last layer's held-out queries."""
+    if not evidence.runs:
+        return synthetic_layer_sets(evidence.seed)
+    run = evidence.primary_run
+    layer_sets = {layer: np.asarray(run.activations("train")[slot], dtype=np.float64)
+                  for slot, layer in enumerate(run.act_meta["layers"])}
+    return layer_sets, evidence.energy_sets[1][f"{run.label}/{run.act_meta['layers'][-1]}"]
+
+
+def _fig1_figure(fig_dir: Path) -> tuple[Path, str]:
+    from assocmem.report import figures
+
+    fig, caption = figures.fig1_landscapes()
+    return figures.save_figure(fig, fig_dir, "fig1_landscapes")[0], caption
+
+
+register(Claim(
+    "prop1", "Prop. 1", r"$g(x) - \log d \le E(x) \le g(x)$",
+    "Proposition 1: Given D = {rho_1,...,rho_d}, the proposed energy E(x) satisfies g(x) - log d <= E(x) <= g(x).",
+    r"$g(x)-\log d\le E(x)\le g(x)$ with $g(x)=\min_i\|x-\rho_i\|^2$, $E(x)=-\log\sum_i e^{-\|x-\rho_i\|^2}$.",
+    quotes.PROP1, order=10, evaluate=lambda evidence: prop1(*evidence.energy_sets, evidence.seed)))
+register(Claim(
+    "prop2", "Prop. 2", r"$\lvert E - (2E_{\mathrm{MCHN}} - \log d)\rvert \le \max_i \lVert\rho_i\rVert^2 - "
+    r"\min_i \lVert\rho_i\rVert^2$",
+    "Proposition 2: Let beta = 2 we have |E(x) - (2 E_MCHN^{beta=2}(x) - log d)| <= max_i ||rho_i||^2 - "
+    "min_i ||rho_i||^2.",
+    r"$\left|E(x)-\left(2E^{\beta=2}_{\mathrm{MCHN}}(x)-\log d\right)\right|\le\max_i\|\rho_i\|^2-"
+    r"\min_i\|\rho_i\|^2$.",
+    quotes.PROP2, order=20, evaluate=lambda evidence: prop2(*evidence.energy_sets, evidence.seed)))
+register(Claim(
+    "prop3", "Prop. 3", r"bounds on $g - 2E_{\mathrm{MCHN}}$",
+    "Proposition 3: min_i||rho_i||^2 - max_i||rho_i||^2 <= g(x) - 2 E_MCHN^{beta=2}(x) <= max_i||rho_i||^2 - "
+    "min_i||rho_i||^2 + log d.",
+    r"$\min_i\|\rho_i\|^2-\max_i\|\rho_i\|^2\le g(x)-2E^{\beta=2}_{\mathrm{MCHN}}(x)\le\max_i\|\rho_i\|^2-"
+    r"\min_i\|\rho_i\|^2+\log d$.",
+    quotes.PROP3, order=30, evaluate=lambda evidence: prop3(*evidence.energy_sets, evidence.seed)))
+register(Claim(
+    "eq8", "Eq. (8)", r"bounds on $E_{\mathrm{global}} = -\mathrm{LSE}(-E_1, \dots, -E_l)$",
+    "(8): min_i E_i(x) - log l <= E_global(x) < min_i E_i(x), with E_global = -LogSumExp(-E_1(x), ..., -E_l(x)) (7).",
+    r"$E_{\mathrm{global}}(x)=-\mathrm{LogSumExp}(-E_1(x),\dots,-E_l(x))$ (7) and "
+    r"$\min_i E_i(x)-\log l\le E_{\mathrm{global}}(x)<\min_i E_i(x)$ (8).",
+    quotes.EQ8, order=40, evaluate=lambda evidence: eq8(*eq8_inputs(evidence))))
+register(Claim(
+    "fig1", "Fig. 1", "energy landscapes",
+    "Figure 1: energy landscapes for D = {(-2,-0.5), (0.2,-0.3), (1.5,1.5)}: (a) -LogSumExp with beta = 1, (b) the "
+    "MCHN regularization terms, (c) the MCHN energy E_1^MCHN, (d) the layer-wise energy (4) with squared Euclidean "
+    "norm; right: D = {-2, 0, 1} with the MCHN energy for beta = 1, 2.",
+    r"Landscapes of $-\mathrm{LogSumExp}$, the MCHN regularisers, $E^{1}_{\mathrm{MCHN}}$ and $E$ (4) for "
+    r"$\mathcal{D}=\{(-2,-0.5),(0.2,-0.3),(1.5,1.5)\}$ and $\{-2,0,1\}$; the regularisers make the MCHN "
+    r"energy convex.",
+    quotes.FIG1, order=140, evaluate=lambda evidence: fig1(), figures=(_fig1_figure,)))

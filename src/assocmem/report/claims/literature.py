@@ -9,7 +9,10 @@ import numpy as np
 import pandas as pd
 
 from assocmem.errors import AssocmemError
+from assocmem.report import quotes
 from assocmem.report.claims.base import check_row, require_columns
+from assocmem.report.claims.registry import Claim, register
+from assocmem.report.evidence import Evidence
 from assocmem.report.quotes import PAPER_TABLE2_MODELS
 from assocmem.theory import params as pr
 
@@ -50,8 +53,6 @@ def literature(rows: pd.DataFrame) -> dict[str, Any]:
                      f"{printed.iloc[0]} (A, B, alpha, beta are quoted correctly).")
     return check_row(
         "literature",
-        "Sec. 2: for Chinchilla models, the fitted parameters are alpha = 0.34, beta = 0.28, E = 1.61, "
-        "A = 406.4, B = 410.7; Sec. 5 / Table 2: the reported losses all satisfy L > 1.",
         "Rows of src/assocmem/data/literature.csv (each with its source) against the supplied text's Table 2.",
         numbers, "corrected" if misquoted else "reproduced", evidence, "corrected" if misquoted else "data",
         ours_tex=(r"Hoffmann et al. fit $E=1.69$ (not $1.61$) with the same $A,B,\alpha,\beta$. Losses $>1$ in "
@@ -65,7 +66,8 @@ def literature(rows: pd.DataFrame) -> dict[str, Any]:
 # ---------------------------------------------------------------- parameter counts (App. D)
 
 def params(models: pd.DataFrame, paper_a: float = 15.0, rel_tol: float = 0.05) -> dict[str, Any]:
-    """models: model, n_params (measured from torch), vocab, n_ctx, d, n_layer, d_ff, tied, n_train_tokens.
+    """models: model, n_params (measured from torch), vocab, n_ctx, d, n_layer, d_ff, tied, n_train_tokens (one row
+    per trained model of this run; none is needed for the GPT-2 derivation).
 
     Refuted iff a measured n_params differs from count_decoder_params (or a GPT-2 count from HF's);
     reproduced iff GPT-2 really has d_FF = 3 d_emb, the appendix formula is within rel_tol (default 5%) of
@@ -73,8 +75,6 @@ def params(models: pd.DataFrame, paper_a: float = 15.0, rel_tol: float = 0.05) -
     exact counts; otherwise corrected."""
     require_columns(models, ["model", "n_params", "vocab", "n_ctx", "d", "n_layer", "d_ff", "tied",
                               "n_train_tokens"], "params models")
-    if models.empty:
-        raise AssocmemError("params models: no rows (expected one per trained model)")
     duplicated = sorted(set(models.loc[models["model"].duplicated(), "model"].astype(str)))
     if duplicated:
         raise AssocmemError(f"params models: duplicate model label(s) {duplicated}")
@@ -157,15 +157,12 @@ def params(models: pd.DataFrame, paper_a: float = 15.0, rel_tol: float = 0.05) -
             f"{medium['exact_A_total']:.3f} (medium), {small['exact_A_total']:.3f} (small), "
             f"so A ~= {paper_a} is {medium['paper_A_rel_err_total']:+.1%} / "
             f"{small['paper_A_rel_err_total']:+.1%} off and model-dependent, not a constant. "
-            "Pipeline models: measured n_params equal the exact count.")
-    evidence += (f" N/D^2 per pipeline model (D = tokens in its training subset): {', '.join(ratios)}; "
-                 "whether N = O(D^2) holds at the optimum is tested by the 'scaling' row.")
+            + ("Pipeline models: measured n_params equal the exact count." if ratios else ""))
+    if ratios:
+        evidence += (f" N/D^2 per pipeline model (D = tokens in its training subset): {', '.join(ratios)}; "
+                     "whether N = O(D^2) holds at the optimum is tested by the 'scaling' row.")
     return check_row(
         "params",
-        "Sec. 3 and App. D: parameter count of GPT-2 medium (with d_FF = 3072 = 3 d_emb and A ~= 15): "
-        "attention 3 l d_emb^2, dense weights and layer normalization "
-        "l(d_emb^2 + 2 d_emb), feed-forward l(2 d_emb d_FF + d_emb + d_FF), N ~= A l d_emb^2; "
-        "and N = O(D^2).",
         "Exact pre-LN decoder counts (theory.params) for GPT-2 small/medium vs HF, the appendix formula "
         "with d_FF = 3 d_emb and with the real d_FF, A = N/(l d_emb^2); per pipeline model the measured "
         "torch parameter count vs count_decoder_params and N/D^2.",
@@ -174,3 +171,35 @@ def params(models: pd.DataFrame, paper_a: float = 15.0, rel_tol: float = 0.05) -
                   r"13d_{\mathrm{emb}})+(V+T_{\max}+2)d_{\mathrm{emb}}$ (tied head), i.e. $A=12+13/d_{\mathrm{emb}}$ "
                   r"for the blocks and $A\approx 14.1$ with embeddings for medium, $17.6$ for small: $A$ is "
                   r"model-dependent, not a constant."))
+
+
+# ---------------------------------------------------------------- registry
+
+PARAMS_COLUMNS = ["model", "n_params", "vocab", "n_ctx", "d", "n_layer", "d_ff", "tied", "n_train_tokens"]
+
+
+def params_inputs(evidence: Evidence) -> pd.DataFrame:
+    """One row per trained run: its measured parameter count, shape and training tokens."""
+    rows = []
+    for run in evidence.trained_runs:
+        cfg = run.summary["model_config"]
+        rows.append({"model": run.label, "n_params": run.summary["n_params"], "vocab": cfg["vocab_size"],
+                     "n_ctx": cfg["max_len"], "d": cfg["d_model"], "n_layer": cfg["n_layer"], "d_ff": cfg["d_ff"],
+                     "tied": bool(cfg["tie_embeddings"]), "n_train_tokens": run.summary["subset"]["n_tokens"]})
+    return pd.DataFrame(rows, columns=PARAMS_COLUMNS)
+
+
+register(Claim(
+    "params", "App. D", r"GPT-2 parameter count ($d_{\mathrm{FF}} = 3d$, $A \approx 15$)",
+    "Sec. 3 and App. D: parameter count of GPT-2 medium (with d_FF = 3072 = 3 d_emb and A ~= 15): attention "
+    "3 l d_emb^2, dense weights and layer normalization l(d_emb^2 + 2 d_emb), feed-forward l(2 d_emb d_FF + d_emb "
+    "+ d_FF), N ~= A l d_emb^2; and N = O(D^2).",
+    r"$N\approx A\,l\,d_{\mathrm{emb}}^2$ with $A\approx 15$ (GPT-2 medium, $d_{\mathrm{FF}}="
+    r"3072=3d_{\mathrm{emb}}$).",
+    quotes.PARAMS, order=90, evaluate=lambda evidence: params(params_inputs(evidence))))
+register(Claim(
+    "literature", "Literature", r"Table 2 losses $> 1$; the Chinchilla fit $E = 1.61$",
+    "Sec. 2: for Chinchilla models, the fitted parameters are alpha = 0.34, beta = 0.28, E = 1.61, A = 406.4, "
+    "B = 410.7; Sec. 5 / Table 2: the reported losses all satisfy L > 1.",
+    r"Chinchilla: $E=1.61$, $A=406.4$, $B=410.7$, $\alpha=0.34$, $\beta=0.28$; all Table 2 losses $L>1$.",
+    quotes.LITERATURE, order=130, evaluate=lambda evidence: literature(read_literature_csv())))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -10,7 +11,10 @@ import pandas as pd
 from scipy import integrate, special
 
 from assocmem.errors import AssocmemError
+from assocmem.report import quotes
 from assocmem.report.claims.base import check_row, require_columns
+from assocmem.report.claims.registry import Claim, register
+from assocmem.report.evidence import Evidence
 from assocmem.theory import loss_bound as lb
 from assocmem.theory import partition as pa
 from assocmem.theory import radius as ra
@@ -34,9 +38,7 @@ def eq12() -> dict[str, Any]:
     numbers.update({"n3.r1.5.quadrature": truth, "n3.r1.5.correct": np.exp(pa.log_ball_integral(3, 1.5)),
                     "n3.r1.5.printed": np.exp(pa.log_ball_integral_printed(3, 1.5))})
     return check_row(
-        "eq12", "(12) and App. C.2: int_{B_i} exp(-||x-rho_i||^2) dx = ... = (2 pi^{n/2}/Gamma(n/2)) int_0^r "
-        "t^{n-1} e^{-t^2} dt = 2 pi^{n/2} gamma(n, r_i) / Gamma(n/2), with gamma(n, r) = int_0^r t^{n-1} e^{-t} dt.",
-        "Printed and correct forms in log space for n in {512, 768, 1024}, r in {1, r*, 10, 20, 30}; "
+        "eq12", "Printed and correct forms in log space for n in {512, 768, 1024}, r in {1, r*, 10, 20, 30}; "
         "n = 3, r = 1.5 against 1-D radial quadrature (full table: theory.partition.eq12_table()).",
         numbers, "corrected",
         "The last step replaces e^{-t^2} by e^{-t}. With u = t^2: int_0^r t^{n-1} e^{-t^2} dt = "
@@ -75,10 +77,7 @@ def lemma5(d_n_pairs: Sequence[tuple[int, int, str]]) -> dict[str, Any]:
     if violated:
         evidence += " Counterexample(s) to the printed lower bound of (13): " + "; ".join(violated) + "."
     return check_row(
-        "lemma5", "Lemma 5 (App. C.2) and Sec. 5, eq. (13): e^{-r_i} V_n(r_i) <= 2 pi^{n/2} gamma(n, r_i)/"
-        "Gamma(n/2) = int_{B_i} exp(-||x-rho_i||^2) dx <= V_n(r_i); d V_n(sqrt(n/2pi e)) / exp(sqrt(n/2pi e)) <= "
-        "Z_t <= d V_n(sqrt(n/2pi e)).",
-        "Exact log Z_t = log d + (n/2) log pi + log P(n/2, r*^2) at r = r*(n) for each (d, n) against the "
+        "lemma5", "Exact log Z_t = log d + (n/2) log pi + log P(n/2, r*^2) at r = r*(n) for each (d, n) against the "
         "printed and the corrected bounds.",
         numbers, "corrected" if violated else "reproduced", evidence, "corrected",
         ours_tex=(r"Lemma 5 holds but bounds the printed (wrong) integral. For the true one, $e^{-r^2}V_n(r)\le"
@@ -127,8 +126,6 @@ def prop4(models: pd.DataFrame) -> dict[str, Any]:
         evidence += " Runs not compared (not converged): " + ", ".join(excluded) + "."
     return check_row(
         "prop4",
-        "Proposition 4: 1 < L = log Z_t + 1/Z_t + log l - c <= log Z_t + 1/Z_t + log l, c in [0, log l); "
-        "after it: L(N, D) ~= log Z_t + 1/Z_t >= 1, with minimum at Z_t = 1.",
         "Z_t = d pi^{n/2} P(n/2, r^2) from each converged model's measured radius (half its median NN distance); "
         "log Z_t + 1/Z_t and the printed upper bound vs measured train/test CE; exact one-layer toy by "
         "quadrature; the constants of App. C.1's chain under each reading.",
@@ -141,3 +138,69 @@ def prop4(models: pd.DataFrame) -> dict[str, Any]:
                 "radii come from small Question-Formation models (and from pretrained GPT-2 when configured), "
                 "and Z_t depends exponentially on them, so other models change the numbers by orders of "
                 "magnitude but cannot rescue a term that comes from a typo."))
+
+
+# ---------------------------------------------------------------- registry
+
+PAPER_SCALE = (80_000, 1024, "paper: d = 80,000 chunks, n = 1024 (GPT-2 medium)")
+
+
+def lemma5_inputs(evidence: Evidence) -> list[tuple[int, int, str]]:
+    """The paper's scale, then every (patterns d, width n) of this run's activation sets."""
+    own = {(int(run.act_meta["splits"]["train"]["n_chunks"]), int(run.nn_summary["n_dim"].iloc[0]))
+           for run in evidence.runs}
+    return [PAPER_SCALE, *((d, n, f"this pipeline: d = {d}, n = {n}") for d, n in sorted(own))]
+
+
+PROP4_COLUMNS = ["model", "nn_median", "n_dim", "n_patterns", "n_layers", "train_ce", "test_ce", "usable", "status"]
+
+
+def prop4_inputs(evidence: Evidence) -> pd.DataFrame:
+    """One row per trained run: its last-layer median NN distance at the full sample, width, patterns, depth
+    and final CEs, with its convergence status (no rows without trained runs: the verdict rests on the
+    derivation)."""
+    runs = evidence.trained_runs
+    if not runs:
+        return pd.DataFrame(columns=PROP4_COLUMNS)
+    rows = []
+    for run in runs:
+        s = run.nn_summary
+        paper = s[(s["protocol"] == "self") & (s["layer"] == run.act_meta["layers"][-1])
+                  & (s["fraction"] == s["fraction"].max())]
+        final = run.metrics.iloc[-1]
+        rows.append({"model": run.label, "nn_median": float(paper["median"].iloc[0]),
+                     "n_dim": int(s["n_dim"].iloc[0]), "n_patterns": int(run.act_meta["splits"]["train"]["n_chunks"]),
+                     "n_layers": int(run.summary["model_config"]["n_layer"]),
+                     "train_ce": float(final["train_eval_ce"]), "test_ce": float(final["val_ce"])})
+    return pd.DataFrame(rows).assign(**evidence.status_columns(runs))
+
+
+def _eq12_figure(fig_dir: Path) -> tuple[Path, str]:
+    from assocmem.report import figures
+
+    fig, caption = figures.eq12_ball_integral()
+    return figures.save_figure(fig, fig_dir, "eq12_ball_integral")[0], caption
+
+
+register(Claim(
+    "eq12", "Eq. (12)/(C.2)", r"Gaussian integral over an $n$-ball",
+    "(12) and App. C.2: int_{B_i} exp(-||x-rho_i||^2) dx = ... = (2 pi^{n/2}/Gamma(n/2)) int_0^r t^{n-1} e^{-t^2} dt "
+    "= 2 pi^{n/2} gamma(n, r_i) / Gamma(n/2), with gamma(n, r) = int_0^r t^{n-1} e^{-t} dt.",
+    r"$\int_{B_i}e^{-\|x-\rho^i\|^2}\,dx=\frac{2\pi^{n/2}}{\Gamma(n/2)}\int_0^{r_i}t^{n-1}e^{-t^2}dt"
+    r"=2\pi^{n/2}\frac{\gamma(n,r_i)}{\Gamma(n/2)}$ with $\gamma(n,r)=\int_0^r t^{n-1}e^{-t}dt$ (12).",
+    quotes.EQ12, order=50, evaluate=lambda evidence: eq12(), figures=(_eq12_figure,)))
+register(Claim(
+    "lemma5", "Lemma 5", r"eqs. (13)–(14): bounds on $Z_t$",
+    "Lemma 5 (App. C.2) and Sec. 5, eq. (13): e^{-r_i} V_n(r_i) <= 2 pi^{n/2} gamma(n, r_i)/Gamma(n/2) = "
+    "int_{B_i} exp(-||x-rho_i||^2) dx <= V_n(r_i); d V_n(sqrt(n/2pi e)) / exp(sqrt(n/2pi e)) <= Z_t <= "
+    "d V_n(sqrt(n/2pi e)).",
+    r"$e^{-r}\frac{r^n}{n}\le\gamma(n,r)\le\frac{r^n}{n}$; $e^{-r_i}V_n(r_i)\le\int_{B_i}"
+    r"e^{-\|x-\rho^i\|^2}dx\le V_n(r_i)$; $\frac{d\,V_n(\sqrt{n/2\pi e})}{\exp(\sqrt{n/2\pi e})}\le Z_t"
+    r"\le d\,V_n(\sqrt{n/2\pi e})$ (13).",
+    quotes.LEMMA5, order=60, evaluate=lambda evidence: lemma5(lemma5_inputs(evidence))))
+register(Claim(
+    "prop4", "Prop. 4", r"$1 < L \le \log Z_t + 1/Z_t + \log l$",
+    "Proposition 4: 1 < L = log Z_t + 1/Z_t + log l - c <= log Z_t + 1/Z_t + log l, c in [0, log l); after it: "
+    "L(N, D) ~= log Z_t + 1/Z_t >= 1, with minimum at Z_t = 1.",
+    r"$1<L=\log Z_t+\frac{1}{Z_t}+\log l-c\le\log Z_t+\frac{1}{Z_t}+\log l$, $c\in[0,\log l)$.",
+    quotes.PROP4, order=80, evaluate=lambda evidence: prop4(prop4_inputs(evidence))))

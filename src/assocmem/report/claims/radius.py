@@ -26,6 +26,7 @@ and whether the ratio CI lies within the paper's own accepted 20 / 15.49 = 1.29)
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -33,7 +34,11 @@ import pandas as pd
 from scipy import stats
 
 from assocmem.errors import AssocmemError
+from assocmem.report import quotes, style
+from assocmem.report.artifacts import Run
 from assocmem.report.claims.base import check_row, require_columns
+from assocmem.report.claims.registry import Claim, Untestable, register
+from assocmem.report.evidence import Evidence
 from assocmem.report.quotes import PAPER_SAMPLE_SIZE
 from assocmem.theory import radius as ra
 
@@ -201,9 +206,6 @@ def radius(nn_queries: pd.DataFrame, runs: pd.DataFrame, layer_scale: pd.DataFra
                  "puts the prediction in units of the layer's RMS norm.")
     return check_row(
         "radius",
-        "Sec. 5: the radius must be approximately sqrt(n/(2 pi e)); Sec. 6.1 / Fig. 2: the mean and median NN "
-        "distance of last-layer activations are about 20 ~ 2 sqrt(n/2 pi e) at 25, 50, 75 and 100% of 80K chunks "
-        "(n = d_emb = 1024).",
         "Last-layer NN distances among distinct prefixes at each self-search fraction, per run; log-log trend "
         f"against the sample size with {n_boot} bootstrap replicates; extrapolation to m = {PAPER_SAMPLE_SIZE:,}; "
         "ratios to 2r* for n = d_emb and n = T_max d_emb; the same for all chunks and for the gain-free vectors; "
@@ -221,3 +223,128 @@ def radius(nn_queries: pd.DataFrame, runs: pd.DataFrame, layer_scale: pd.DataFra
                 "medium, 80K chunks, GPU) where the extrapolation becomes an interpolation; larger chunk samples "
                 "to show whether the decline flattens into a plateau; and real pretrained weights, whose "
                 "LayerNorm gain sets the absolute scale the prediction 2r* is compared with."))
+
+
+# ---------------------------------------------------------------- the figure
+
+SET_LABELS = {"distinct": "distinct prefixes (fit)", "all": "all chunks", "gain_free": "gain divided out"}
+SET_MARKERS = {"distinct": "o", "all": "s", "gain_free": "^"}
+
+
+def _panel(ax, frame: pd.DataFrame, info: pd.Series, seed: int) -> None:
+    for offset, (set_name, group) in enumerate(sorted(frame.groupby("set"), key=lambda item: item[0] != "distinct")):
+        colour = style.SERIES_COLOURS[offset % len(style.SERIES_COLOURS)]
+        means = group.groupby("n_patterns")["distance"].mean()
+        filled = set_name == "distinct"
+        ax.plot(means.index, means.to_numpy(), SET_MARKERS.get(set_name, "o"), color=colour,
+                markerfacecolor=colour if filled else "none", label=SET_LABELS.get(set_name, set_name))
+        if not filled:
+            continue
+        trend = nn_trend(group, "mean", seed=seed)
+        if np.isfinite(trend["slope"]):
+            sizes = np.geomspace(means.index.min(), PAPER_SAMPLE_SIZE, 50)
+            ax.plot(sizes, np.exp(trend["intercept"]) * sizes ** trend["slope"], color=colour,
+                    label="power-law fit, extrapolated")
+            error = [[trend["at_target"] - trend["at_target_lo"]], [trend["at_target_hi"] - trend["at_target"]]]
+            ax.errorbar([PAPER_SAMPLE_SIZE], [trend["at_target"]], yerr=error, color=colour, capsize=4, fmt="D",
+                        label="95% CI at 80,000")
+    style.TWO_R_STAR.hline(ax, 2 * ra.radius_star(int(info["n_dim"])), label="2r* (n = d_emb)")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("chunks in the sample, m")
+    ax.set_ylabel("mean NN distance")
+    ax.set_title(f"{info['run']} ({info['status']})")
+
+
+@style.styled
+def radius_trend(nn_queries: pd.DataFrame, runs: pd.DataFrame, out_dir: Path, seed: int = 0) -> tuple[Path, str]:
+    """One panel per run: the inputs of claims.radius, drawn."""
+    fig, axes = style.panels(len(runs), panel_width=4.8, panel_height=3.6)
+    for ax, (_, info) in zip(axes, runs.iterrows(), strict=True):
+        _panel(ax, nn_queries[nn_queries["run"] == info["run"]], info, seed)
+    style.legend_outside(fig)
+    caption = ("Radius test: last-layer mean nearest-neighbour distance against the number of chunks in the "
+               "self-search sample (log-log). Filled circles: distinct prefixes, with the least-squares power "
+               f"law extrapolated to the paper's {PAPER_SAMPLE_SIZE:,} chunks and its 95% bootstrap CI (diamond); "
+               "hollow squares: all chunks (identical prefixes give zero distances); triangles: the final "
+               "LayerNorm gain divided out. The paper reads the distance as 2r*, "
+               f"the {style.TWO_R_STAR.describe()}, independent of the sample size.")
+    return style.save_figure(fig, out_dir, "radius_trend")[0], caption
+
+
+# ---------------------------------------------------------------- inputs and registry
+
+def _t_max(run: Run) -> int:
+    """Context length behind each activation: the chunk length for corpus data, the model context for QF."""
+    chunk_len = run.act_meta["splits"]["train"].get("chunk_len")
+    if chunk_len:
+        return int(chunk_len)
+    if run.summary is not None:
+        return int(run.summary["model_config"]["max_len"])
+    raise AssocmemError(f"{run.act_dir / 'meta.json'}: no chunk_len for pretrained run {run.label}")
+
+
+def _all_chunks(run: Run, layer: str) -> pd.DataFrame:
+    """The stored self-search (every chunk, duplicates included) at ``layer``, rank 1."""
+    frame = run.nn_self
+    rank1 = frame[(frame["rank"] == 1) & (frame["layer"] == layer)]
+    counts = rank1.groupby("fraction")["query_row"].transform("size")
+    return pd.DataFrame({"fraction": rank1["fraction"].astype(float), "n_patterns": counts,
+                         "query": rank1["query_row"], "distance": rank1["distance"].astype(np.float64)})
+
+
+def _radius_run(run: Run) -> tuple[pd.DataFrame, dict[str, Any], list[dict[str, Any]]]:
+    """One run's last-layer NN distances (all chunks from the self-search; distinct prefixes and gain-free
+    vectors from the neighbours stage's radius searches), its scale numbers and each layer's RMS norm."""
+    meta, last = run.radius_meta, run.act_meta["layers"][-1]
+    frames = [_all_chunks(run, last).assign(set="all"), run.radius]
+    info: dict[str, Any] = {key: meta[key] for key in ("n_chunks", "n_distinct", "rms_norm", "n_dim")}
+    info["t_max"] = _t_max(run)
+    all_full = frames[0][frames[0]["fraction"] == frames[0]["fraction"].max()]["distance"]
+    info["zero_share"] = float((all_full == 0).mean()) if len(all_full) else np.nan
+    info.update({key: meta[key] for key in ("gain_rms", "gain_free_rms_norm") if meta.get(key) is not None})
+    summary = run.nn_summary
+    full = summary[(summary["protocol"] == "self") & (summary["fraction"] == summary["fraction"].max())]
+    scale = [{"run": run.label, "layer": row["layer"], "mean_nn": float(row["mean"]),
+              "rms_norm": float(meta["layer_rms_norm"][row["layer"]])} for _, row in full.iterrows()]
+    return pd.concat(frames, ignore_index=True).assign(run=run.label), info, scale
+
+
+def radius_inputs(evidence: Evidence) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """(nn_queries, runs, layer_scale) as :func:`radius` takes them, for every run with activations."""
+    queries, infos, scales = [], [], []
+    for run in evidence.runs:
+        frame, info, scale = _radius_run(run)
+        status = evidence.status(run)
+        queries.append(frame)
+        infos.append({"run": run.label, "usable": status.usable, "status": status.status, **info})
+        scales += scale
+    return pd.concat(queries, ignore_index=True), pd.DataFrame(infos), pd.DataFrame(scales)
+
+
+NO_ACTIVATIONS = Untestable(
+    "nothing: this configuration dumps no activations (a scaling sweep only)",
+    "No nearest-neighbour distances: the configured experiments dump no activations. The default config "
+    "(`snakemake --cores all`) measures them.",
+    "Needs an experiment with activations and neighbours (any non-sweep experiment).",
+    {"runs_with_activations": 0})
+
+
+def _radius_row(evidence: Evidence) -> dict[str, Any] | Untestable:
+    """The radius row plus its figure (``figures``: file name under the figure directory and caption)."""
+    if not evidence.runs:
+        return NO_ACTIVATIONS
+    nn_queries, run_info, layer_scale = radius_inputs(evidence)
+    row = radius(nn_queries, run_info, layer_scale, seed=evidence.seed)
+    path, caption = radius_trend(nn_queries, run_info, evidence.fig_dir, seed=evidence.seed)
+    return {**row, "figures": [{"file": path.name, "caption": caption}]}
+
+
+register(Claim(
+    "radius", "Radius", r"NN distance $\approx 2r^*$ with $r^* = \sqrt{n/(2\pi e)}$",
+    "Sec. 5: the radius must be approximately sqrt(n/(2 pi e)); Sec. 6.1 / Fig. 2: the mean and median NN distance "
+    "of last-layer activations are about 20 ~ 2 sqrt(n/2 pi e) at 25, 50, 75 and 100% of 80K chunks "
+    "(n = d_emb = 1024).",
+    r"$r^*=\sqrt{n/(2\pi e)}$; at 25, 50, 75 and 100% of 80K chunks the mean and median NN distance "
+    r"$\approx 20\approx 2r^*=2\sqrt{1024/(2\pi e)}=15.49$.",
+    quotes.RADIUS, order=70, evaluate=_radius_row, untestable=NO_ACTIVATIONS))

@@ -1,0 +1,81 @@
+"""The dataset kinds, in one table: which data stages a kind runs, which config keys it takes, what the report may
+expect of it. The rules (``workflow/rules/common.smk``), the stages, the config checks and the report look a kind up
+here instead of testing a dataset's name.
+
+Adding a kind: one :class:`DatasetKind` entry in :data:`KINDS` with its tokenizer, and its name in the schema's
+``dataset.name`` enum (``workflow/schemas/config.schema.yaml``). After tokenization every stage reads the same
+token store, so nothing downstream changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from assocmem.errors import AssocmemError
+from assocmem.qf.generate import SPLITS as QF_SPLITS
+
+Tokenizer = Callable[[dict[str, Any], Path, Path | None], None]  # (stage params, store dir, raw-data dir)
+
+
+def _tokenize_question_formation(params: dict[str, Any], out_dir: Path, raw_dir: Path | None) -> None:
+    from assocmem.io import write_json
+    from assocmem.qf.tokenize import tokenize_qf_dir
+
+    if raw_dir is None:
+        raise AssocmemError("tokenize: question_formation data needs --raw-dir (the generate_data output)")
+    write_json(out_dir / "source.json", tokenize_qf_dir(raw_dir, out_dir))
+
+
+def _tokenize_corpus(params: dict[str, Any], out_dir: Path, raw_dir: Path | None) -> None:
+    from assocmem.corpus.tokenize import tokenize_text_corpus
+
+    # worker processes = the rule's threads (num_proc), which never change the tokens
+    tokenize_text_corpus({**params["dataset"], "num_proc": params["threads"]}, params["seed"], out_dir)
+
+
+@dataclass(frozen=True)
+class DatasetKind:
+    name: str
+    sources: tuple[str, ...]  # the dataset.source values it takes
+    tokenize: Tokenizer
+    raw_splits: tuple[str, ...] = ()  # files of a generate_data stage (none: the tokenizer reads the source itself)
+    audited: bool = False  # a data_audit stage writes an exact entropy floor and a comparison with the real data
+    sized: bool = False  # dataset.sizes fixes the number of sequences per split
+    windowed: bool = False  # the store is one token stream cut into windows (activations.chunk_len applies)
+    takes_pretrained: bool = False  # pretrained HF models can be run on it (their tokenizer's text)
+    parallel_tokenizer: bool = False  # tokenization runs dataset.num_proc worker processes
+    store_keys: tuple[str, ...] | None = None  # dataset keys that change the token store (None: every own key)
+    own_keys: frozenset[str] = frozenset()  # keys of the dataset config that only this kind reads
+    resources: Mapping[str, Mapping[str, int]] = field(default_factory=dict)  # rule -> {mem_mb, runtime}
+
+    def store_params(self, dataset: Mapping[str, Any]) -> dict[str, Any]:
+        """The dataset keys the token store depends on: exactly what reruns tokenization when it changes."""
+        if self.store_keys is not None:
+            return {key: dataset[key] for key in self.store_keys}
+        others = set().union(*(kind.own_keys for kind in KINDS.values() if kind is not self))
+        return {key: value for key, value in dataset.items() if key not in others and key != "num_proc"}
+
+
+QUESTION_FORMATION = DatasetKind(
+    "question_formation", sources=("generate", "download"), tokenize=_tokenize_question_formation,
+    raw_splits=QF_SPLITS, audited=True, sized=True, store_keys=("name",),
+    own_keys=frozenset({"sizes", "download", "reference_dev", "grammar_weights"}),
+    resources={"tokenize": {"mem_mb": 2000, "runtime": 30}, "train": {"mem_mb": 3000, "runtime": 240}})
+CORPUS = DatasetKind(
+    "corpus", sources=("hf", "text", "jsonl", "parquet"), tokenize=_tokenize_corpus, windowed=True,
+    takes_pretrained=True, parallel_tokenizer=True,
+    own_keys=frozenset({"hf_name", "revision", "allow_unpinned", "data_files", "paths", "split", "text_column",
+                        "val_fraction", "tokenizer", "shard_tokens"}),
+    resources={"tokenize": {"mem_mb": 8000, "runtime": 720}, "train": {"mem_mb": 16000, "runtime": 2880}})
+KINDS: dict[str, DatasetKind] = {kind.name: kind for kind in (QUESTION_FORMATION, CORPUS)}
+
+
+def kind_of(dataset: Mapping[str, Any]) -> DatasetKind:
+    """The kind of a (validated) dataset config."""
+    name = dataset.get("name")
+    if name not in KINDS:
+        raise AssocmemError(f"dataset.name: unknown kind {name!r}; use one of {', '.join(KINDS)}")
+    return KINDS[name]

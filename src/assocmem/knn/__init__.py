@@ -1,0 +1,45 @@
+"""Exact (and IVF approximate) L2 nearest-neighbour search over activation matrices with faiss.
+
+Arrays in, arrays or DataFrames out; nothing here touches the file system. Distances returned by
+every public function are Euclidean (not squared) and float32; ids are int64 row numbers.
+
+One concern a module: :mod:`.exact` (exact search, verified against float32 rounding), :mod:`.engines`
+(its float32 candidate search on CPU, faiss or oneDNN, and on GPU), :mod:`.duplicates` (exact duplicate
+rows searched once), :mod:`.ivf` (approximate search and its measured recall), :mod:`.protocols`
+(self-search in nested subsamples, held-out search) and :mod:`.stage` (the neighbours stage and its summary).
+"""
+
+from assocmem.knn.duplicates import Groups, duplicate_groups, row_hashes
+from assocmem.knn.engines import CPU_ENGINES, GPU_MAX_K, GemmBlocks, gemm_knn, resolve_cpu_engine
+from assocmem.knn.exact import DEFAULT_MAX_POOL, DEFAULT_QUERY_BATCH, knn
+from assocmem.knn.ivf import IvfResult, ivf_heldout_search, ivf_search, ivf_self_search, ivf_with_recall, recall_at_k
+from assocmem.knn.protocols import heldout_search, nested_subsample_rows, self_search
+from assocmem.knn.stage import SUMMARY_COLUMNS, search_activations, search_layer, search_radius, summarise
+
+__all__ = [
+    "CPU_ENGINES",
+    "DEFAULT_MAX_POOL",
+    "DEFAULT_QUERY_BATCH",
+    "GPU_MAX_K",
+    "GemmBlocks",
+    "Groups",
+    "IvfResult",
+    "SUMMARY_COLUMNS",
+    "duplicate_groups",
+    "gemm_knn",
+    "heldout_search",
+    "ivf_heldout_search",
+    "ivf_search",
+    "ivf_self_search",
+    "ivf_with_recall",
+    "knn",
+    "nested_subsample_rows",
+    "recall_at_k",
+    "resolve_cpu_engine",
+    "row_hashes",
+    "search_activations",
+    "search_layer",
+    "search_radius",
+    "self_search",
+    "summarise",
+]

@@ -1,0 +1,194 @@
+"""The float32 candidate search of exact k-NN: which k rows of each shard are nearest by faiss's formula.
+
+On CPU, ``faiss`` (faiss.knn, on faiss's bundled OpenBLAS) or ``onednn`` (the same float32 formula, the
+distance GEMM through oneDNN, then torch.topk: :func:`gemm_knn`), chosen by :func:`resolve_cpu_engine`; on
+GPU, faiss's GpuIndexFlatL2 with the shards dealt round-robin to the devices. Every engine returns float32
+squared distances ascending and int64 database rows, merged over shards with ties to the smaller row.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from assocmem import runtime
+from assocmem.errors import AssocmemError
+from assocmem.gemm import onednn_available, onednn_product
+from assocmem.knn.shards import Shards
+from assocmem.knn.topk import merge_topk
+from assocmem.runtime.blas import BlasCores, import_faiss
+
+faiss = import_faiss()
+
+CPU_ENGINES = ("auto", "faiss", "onednn")
+# faiss GPU brute force supports k up to this (GPU_MAX_SELECTION_K in faiss 1.7.3+).
+GPU_MAX_K = 2048
+# Fraction of free GPU memory one database shard may take when db_batch is not given.
+_GPU_SHARD_FRACTION = 0.25
+_GPU_FALLBACK_SHARD_BYTES = 2 << 30
+
+
+@dataclass(frozen=True)
+class GemmBlocks:
+    """Blocks of float32 scores of :func:`gemm_knn`: ``query_tile`` queries x ``column_chunk`` database rows.
+
+    256 x 8,192 (8 MiB) keep the oneDNN product at its 4096-row rate and let topk read the block from cache;
+    one 256 x 80,000 block (80 MiB) ran 15-20 % slower (benchmarks/README.md)."""
+
+    query_tile: int = 256
+    column_chunk: int = 8192
+
+
+DEFAULT_GEMM_BLOCKS = GemmBlocks()
+
+
+def resolve_cpu_engine(choice: str, *, blas: BlasCores | None = None, onednn: bool | None = None,
+                       key: str = "neighbours.cpu_engine") -> str:
+    """The CPU search engine. ``auto`` takes faiss, unless faiss's OpenBLAS runs weaker kernels than the CPU
+    supports (an OPENBLAS_CORETYPE set before Python started, or a mis-detection) and torch has oneDNN: on the
+    project's AMD EPYC, 4096 x 1024 x 4096 products ran at 510 GFLOP/s in OpenBLAS's SkylakeX kernels, 400 in
+    oneDNN and 270 in OpenBLAS's Haswell kernels (benchmarks/README.md).
+
+    ``blas``: the OpenBLAS core types to judge (default: :meth:`BlasCores.detect`); ``onednn``: whether torch
+    has oneDNN (default: :func:`assocmem.gemm.onednn_available`)."""
+    if choice not in CPU_ENGINES:
+        raise AssocmemError(f"{key}: {choice!r} is not one of {', '.join(CPU_ENGINES)}")
+    has_onednn = onednn_available() if onednn is None else onednn
+    if choice == "onednn" and not has_onednn:
+        raise AssocmemError(f"{key}: onednn needs a torch build with oneDNN; use auto or faiss")
+    if choice == "auto":
+        weaker = (BlasCores.detect() if blas is None else blas).faiss_is_weaker
+        return "onednn" if weaker and has_onednn else "faiss"
+    return choice
+
+
+def gemm_knn(queries: np.ndarray, database: np.ndarray, k: int, blocks: GemmBlocks = DEFAULT_GEMM_BLOCKS
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """faiss.knn's contract (float32 squared L2 distances ascending, int64 ids) from the same float32 formula
+    ||q||^2 + ||x||^2 - 2<q, x> (the onednn engine, for machines where faiss's OpenBLAS is held to weaker
+    kernels; see :func:`resolve_cpu_engine`). Per query tile: ||q||^2, the same for a whole row, is added to
+    the k selected values only. Read-only arrays (memory maps) are fine."""
+    q_all, x = _as_tensor(queries), _as_tensor(database)
+    x_norms = torch.einsum("ij,ij->i", x, x)
+    sq_dist = np.empty((len(queries), k), dtype=np.float32)
+    ids = np.empty((len(queries), k), dtype=np.int64)
+    for start in range(0, len(queries), blocks.query_tile):
+        q = q_all[start : start + blocks.query_tile]
+        values, found = _tile_topk(q * -2.0, x, x_norms, k, blocks.column_chunk)
+        sq_dist[start : start + len(q)] = (values + torch.einsum("ij,ij->i", q, q)[:, None]).numpy()
+        ids[start : start + len(q)] = found.numpy()
+    return sq_dist, ids
+
+
+def _tile_topk(
+    scaled_queries: torch.Tensor, x: torch.Tensor, x_norms: torch.Tensor, k: int, column_chunk: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The k smallest of (-2q) x^T + ||x||^2 per query, ascending, with their row ids: one oneDNN product per
+    chunk of database rows (scaling by -2 is exact, ||x||^2 is the product's bias), the chunk's k smallest by
+    topk while its scores are in cache, then the k smallest of those."""
+    values, found = [], []
+    for first in range(0, x.shape[0], column_chunk):
+        rows = slice(first, first + column_chunk)
+        scores = onednn_product(scaled_queries, x[rows], x_norms[rows])
+        chunk_values, chunk_ids = torch.topk(scores, min(k, scores.shape[1]), dim=1, largest=False, sorted=False)
+        values.append(chunk_values)
+        found.append(chunk_ids + first)
+    best, pick = torch.topk(torch.cat(values, dim=1), k, dim=1, largest=False, sorted=True)
+    return best, torch.gather(torch.cat(found, dim=1), 1, pick)
+
+
+def _as_tensor(array: np.ndarray) -> torch.Tensor:
+    """A tensor sharing the array's memory; read-only arrays (memory maps) are fine, as nothing writes to it."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+        return torch.from_numpy(array)
+
+
+def _progress(total: int, desc: str) -> tqdm:
+    return tqdm(total=total, desc=desc, disable=total < 2, leave=False)
+
+
+def search_cpu(
+    shards: Shards, queries: np.ndarray, k: int, query_batch: int, engine: str
+) -> tuple[np.ndarray, np.ndarray]:
+    """The k nearest (float32 squared distance, database row) of each query over all shards, on CPU."""
+    search = faiss.knn if engine == "faiss" else gemm_knn
+    best: tuple[np.ndarray, np.ndarray] | None = None
+    n_batches = -(-queries.shape[0] // query_batch)
+    with _progress(len(shards.starts) * n_batches, "knn (cpu)") as bar:
+        for start in shards.starts:
+            block = shards.block(start)
+            k_block = min(k, block.shape[0])
+            sq_dist = np.empty((queries.shape[0], k_block), dtype=np.float32)
+            ids = np.empty((queries.shape[0], k_block), dtype=np.int64)
+            for q0 in range(0, queries.shape[0], query_batch):
+                q1 = q0 + query_batch
+                sq_dist[q0:q1], ids[q0:q1] = search(queries[q0:q1], block, k_block)
+                bar.update()
+            best = merge_topk(best, (sq_dist, ids + start), k)
+    assert best is not None
+    return best
+
+
+def search_gpu(
+    shards: Shards, queries: np.ndarray, k: int, query_batch: int, devices: list[int]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each GPU gets every len(devices)-th shard and merges its own results; then the GPUs' results merge."""
+
+    def run_device(slot: int) -> tuple[np.ndarray, np.ndarray] | None:
+        device = devices[slot]
+        resources = faiss.StandardGpuResources()  # not thread-safe: one per worker thread
+        config = faiss.GpuIndexFlatConfig()
+        config.device = device
+        best = None
+        for start in shards.starts[slot :: len(devices)]:
+            block = shards.block(start)
+            index = faiss.GpuIndexFlatL2(resources, block.shape[1], config)
+            index.add(block)
+            k_block = min(k, block.shape[0])
+            sq_dist = np.empty((queries.shape[0], k_block), dtype=np.float32)
+            ids = np.empty((queries.shape[0], k_block), dtype=np.int64)
+            for q0 in range(0, queries.shape[0], query_batch):
+                sq_dist[q0 : q0 + query_batch], ids[q0 : q0 + query_batch] = index.search(
+                    queries[q0 : q0 + query_batch], k_block
+                )
+            del index
+            best = merge_topk(best, (sq_dist, ids + start), k)
+        return best
+
+    # faiss releases the GIL during search, so the devices run concurrently.
+    with ThreadPoolExecutor(max_workers=len(devices)) as pool:
+        per_device = list(pool.map(run_device, range(len(devices))))
+    best = None
+    for result in per_device:
+        if result is not None:
+            best = merge_topk(best, result, k)
+    assert best is not None
+    return best
+
+
+def resolve_gpu_ids(gpu_ids: Sequence[int] | None) -> list[int]:
+    """The faiss GPU ids to search on (None: every GPU faiss sees)."""
+    available = runtime.faiss_gpu_count()
+    ids = list(range(available)) if gpu_ids is None else [int(g) for g in gpu_ids]
+    if not ids:
+        raise AssocmemError("gpu_ids is empty")
+    bad = [g for g in ids if not 0 <= g < available]
+    if bad:
+        raise AssocmemError(f"gpu_ids {bad} out of range: faiss sees {available} GPU(s)")
+    return ids
+
+
+def default_gpu_db_batch(dim: int, devices: list[int]) -> int:
+    """Rows of one database shard on GPU: a quarter of the smallest free memory among ``devices``."""
+    try:
+        free = min(int(torch.cuda.mem_get_info(g)[0]) for g in devices)
+    except (RuntimeError, AssertionError):
+        free = _GPU_FALLBACK_SHARD_BYTES / _GPU_SHARD_FRACTION
+    return max(1, int(free * _GPU_SHARD_FRACTION) // (4 * dim))

@@ -1,0 +1,72 @@
+"""The searches the radius test rests on (the report's claim 'radius'), run by the neighbours stage on the last
+layer's training activations:
+
+* **distinct prefixes**: identical prefixes give identical activations in a causal model, so the self-search over
+  all chunks holds exact zero distances; here every distinct vector is kept once and the rank-1 distance of each is
+  measured within nested random subsamples of the distinct vectors (the self-search's fractions);
+* **gain-free**: the same after dividing the final norm's gain out, (x - bias) / gain, whose norm is sqrt(d) for a
+  LayerNorm, so distances no longer scale with a learned gain;
+* the scale numbers the claim compares 2r* with: the RMS norm of the distinct vectors (and of the gain-free ones)
+  and of every layer's training activations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from assocmem.knn.exact import knn
+from assocmem.knn.protocols import nested_subsample_rows
+
+RADIUS_COLUMNS = ["set", "fraction", "n_patterns", "query", "distance"]
+
+
+def distinct_rows(vectors: np.ndarray) -> np.ndarray:
+    """Row of the first occurrence of every distinct vector, ascending."""
+    _, first = np.unique(np.ascontiguousarray(vectors), axis=0, return_index=True)
+    return np.sort(first)
+
+
+def rms_norm(vectors: np.ndarray) -> float:
+    """Root mean square of the rows' Euclidean norms (float64)."""
+    return float(np.sqrt(np.mean(np.sum(np.asarray(vectors, dtype=np.float64) ** 2, axis=1))))
+
+
+def nested_nn(vectors: np.ndarray, ids: np.ndarray, fractions: Sequence[float], seed: int,
+              **knn_options: Any) -> pd.DataFrame:
+    """Rank-1 NN distance of every row of each nested subsample of ``ids`` among that subsample (columns fraction,
+    n_patterns, query = row of ``vectors``, distance in float64); fractions leaving fewer than two rows are
+    skipped."""
+    frames = []
+    for fraction in fractions:
+        chosen = ids[nested_subsample_rows(ids.size, fraction, seed)]
+        if chosen.size < 2:
+            continue
+        subset = np.ascontiguousarray(vectors[chosen], dtype=np.float32)
+        distances, _ = knn(subset, subset, 1, exclude_ids=np.arange(chosen.size), **knn_options)
+        frames.append(pd.DataFrame({"fraction": fraction, "n_patterns": chosen.size, "query": chosen,
+                                    "distance": distances[:, 0].astype(np.float64)}))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=RADIUS_COLUMNS[1:])
+
+
+def radius_searches(last_layer: np.ndarray, fractions: Sequence[float], seed: int,
+                    affine: tuple[np.ndarray, np.ndarray] | None = None,
+                    **knn_options: Any) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """(frame with columns RADIUS_COLUMNS, numbers) of one run's last layer (n_chunks, d). ``affine``: the final
+    norm's (gain, bias) when the layer is its output; the gain-free set needs every gain nonzero."""
+    acts = np.asarray(last_layer, dtype=np.float32)
+    fractions = sorted(float(f) for f in fractions)
+    distinct = distinct_rows(acts)
+    frames = [nested_nn(acts, distinct, fractions, seed, **knn_options).assign(set="distinct")]
+    numbers: dict[str, Any] = {"n_chunks": int(acts.shape[0]), "n_distinct": int(distinct.size),
+                               "rms_norm": rms_norm(acts[distinct]), "n_dim": int(acts.shape[1]),
+                               "fractions": fractions, "seed": seed}
+    if affine is not None and np.all(np.abs(affine[0]) > 0):
+        gain, bias = affine
+        normalised = ((acts.astype(np.float64) - bias) / gain).astype(np.float32)
+        frames.append(nested_nn(normalised, distinct, fractions, seed, **knn_options).assign(set="gain_free"))
+        numbers.update(gain_rms=float(np.sqrt(np.mean(gain**2))), gain_free_rms_norm=rms_norm(normalised[distinct]))
+    return pd.concat(frames, ignore_index=True)[RADIUS_COLUMNS], numbers

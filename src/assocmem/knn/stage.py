@@ -1,0 +1,103 @@
+"""The neighbours stage on arrays: every layer's self-search and held-out search (exact or IVF) and the
+nearest-neighbour distance summary per layer, fraction and protocol."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from assocmem.errors import AssocmemError
+from assocmem.knn.engines import resolve_cpu_engine
+from assocmem.knn.ivf import ivf_heldout_search, ivf_self_search
+from assocmem.knn.protocols import heldout_search, self_search
+from assocmem.knn.radius import radius_searches, rms_norm
+from assocmem.runtime.blas import check_blas_core
+
+log = logging.getLogger(__name__)
+
+SUMMARY_COLUMNS = ("count", "mean", "median", "std", "min", "p05", "p95")
+
+
+def summarise(df: pd.DataFrame, group_cols: Sequence[str]) -> pd.DataFrame:
+    """Nearest-neighbour (rank 1) distance statistics per group.
+
+    Columns: ``group_cols`` then count, mean, median, std (ddof=1), min, p05, p95 (linear-interpolated
+    percentiles). An empty ``group_cols`` gives one row over everything.
+    """
+    group_cols = list(group_cols)
+    missing = [c for c in [*group_cols, "rank", "distance"] if c not in df.columns]
+    if missing:
+        raise AssocmemError(f"summarise: DataFrame lacks column(s) {missing}; has {list(df.columns)}")
+    nearest = df.loc[df["rank"] == 1, [*group_cols, "distance"]]
+    nearest = nearest.assign(distance=nearest["distance"].astype(np.float64))
+    keys = group_cols or np.zeros(len(nearest), dtype=np.int64)
+    stats = nearest.groupby(keys, sort=True)["distance"].agg(
+        count="count",
+        mean="mean",
+        median="median",
+        std="std",
+        min="min",
+        p05=lambda s: s.quantile(0.05),
+        p95=lambda s: s.quantile(0.95),
+    )
+    if group_cols:
+        return stats.reset_index()[[*group_cols, *SUMMARY_COLUMNS]]
+    return stats.reset_index(drop=True)[list(SUMMARY_COLUMNS)]
+
+
+def search_layer(x: np.ndarray, q: np.ndarray, cfg: dict[str, Any], seed: int
+                 ) -> tuple[pd.DataFrame, pd.DataFrame, list[dict[str, Any]]]:
+    """Self-search of one layer's training activations at every subsample fraction, and held-out queries
+    against them: exact (default) or IVF, which also returns its measured recall@k."""
+    k, fractions, device = cfg["k"], tuple(cfg["fractions"]), cfg["device"]
+    if cfg["method"] == "exact":
+        engine = cfg.get("cpu_engine", "auto")
+        return (self_search(x, k, fractions=fractions, seed=seed, device=device, cpu_engine=engine),
+                heldout_search(x, q, k, device=device, cpu_engine=engine), [])
+    ivf = {"nlist": cfg["nlist"], "nprobe": cfg["nprobe"], "sample": cfg["recall_sample"], "seed": seed,
+           "device": device}
+    self_df, self_recall = ivf_self_search(x, k, fractions, **ivf)
+    held_df, held_recall = ivf_heldout_search(x, q, k, **ivf)
+    recall = [{"fraction": f, "protocol": "self", "recall_at_k": r} for f, r in self_recall.items()]
+    return self_df, held_df, recall + [{"fraction": 1.0, "protocol": "heldout", "recall_at_k": held_recall}]
+
+
+def search_activations(train: np.ndarray, heldout: np.ndarray, layers: Sequence[str], cfg: dict[str, Any],
+                       seed: int) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """Every layer of (n_layers, n_chunks, d) activation arrays: (self frame, held-out frame, summary)."""
+    log.info("BLAS for exact search: %s; CPU engine: %s", check_blas_core(),
+             resolve_cpu_engine(cfg.get("cpu_engine", "auto")))
+    self_frames, held_frames, recalls = [], [], []
+    for slot, layer in enumerate(layers):
+        x = np.ascontiguousarray(train[slot], dtype=np.float32)
+        q = np.ascontiguousarray(heldout[slot], dtype=np.float32)
+        self_df, held_df, recall = search_layer(x, q, cfg, seed)
+        self_frames.append(self_df.assign(layer=layer))
+        held_frames.append(held_df.assign(layer=layer))
+        recalls += [{"layer": layer, **row} for row in recall]
+    self_df = pd.concat(self_frames, ignore_index=True)
+    held_df = pd.concat(held_frames, ignore_index=True)
+    summary = pd.concat([
+        summarise(self_df, ["layer", "fraction"]).assign(protocol="self"),
+        summarise(held_df.assign(fraction=1.0), ["layer", "fraction"]).assign(protocol="heldout"),
+    ], ignore_index=True)
+    summary["n_dim"] = int(train.shape[2])
+    summary["method"] = cfg["method"]
+    if recalls:
+        summary = summary.merge(pd.DataFrame(recalls), on=["layer", "fraction", "protocol"], how="left")
+    return self_df, held_df, summary
+
+
+def search_radius(train: np.ndarray, layers: Sequence[str], cfg: dict[str, Any], seed: int,
+                  affine: tuple[np.ndarray, np.ndarray] | None) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """The radius test's searches on the last layer of (n_layers, n_chunks, d) training activations (see
+    :mod:`.radius`), always exact, with the RMS norm of every layer. ``affine``: the final norm's (gain, bias)
+    when the last layer is its output, else None."""
+    frame, numbers = radius_searches(train[len(layers) - 1], cfg["fractions"], seed, affine, device=cfg["device"],
+                                     cpu_engine=cfg.get("cpu_engine", "auto"))
+    numbers.update(layer=layers[-1], layer_rms_norm={layer: rms_norm(train[slot]) for slot, layer in enumerate(layers)})
+    return frame, numbers

@@ -1,0 +1,110 @@
+"""The claim registry: one :class:`Claim` record per claim of the paper, declared beside the function that
+checks it (one module of this package per claim family).
+
+A record holds everything the report needs to know about a claim besides its check: its label and one-line
+title (summary table, contents), the claim as printed (plain text and LaTeX), the paper's verbatim words
+(:class:`assocmem.report.quotes.Quote`), its position in the report, the figures drawn for its section, and
+what its row says when this run has no inputs for it. ``evaluate`` turns the loaded artifacts
+(:class:`assocmem.report.evidence.Evidence`) into the claim's row, or into an :class:`Untestable` when they
+hold nothing the claim can rest on.
+
+Every module of this package is imported by :func:`all_claims`, so adding a claim is adding one module that
+calls :func:`register` (and its test); nothing else in the report is keyed by claim id.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from assocmem.errors import AssocmemError
+from assocmem.report.quotes import Quote
+
+if TYPE_CHECKING:
+    from assocmem.report.evidence import Evidence
+
+FigureMaker = Callable[[Path], tuple[Path, str]]  # figure directory -> (PNG path, caption)
+NOT_MEASURED_TEX = r"Not measured in this run."
+
+
+@dataclass(frozen=True)
+class Untestable:
+    """What a claim's row says when this run's artifacts hold nothing the claim can rest on."""
+
+    computed: str  # what was (not) computed, and why
+    evidence: str  # the reason, and which run would test the claim
+    limits: str  # what a run would need
+    numbers: Mapping[str, Any] = field(default_factory=dict)
+    ours_tex: str = NOT_MEASURED_TEX
+
+
+@dataclass(frozen=True)
+class Claim:
+    id: str
+    label: str  # short name: "Prop. 1", "Eq. (8)"
+    title_tex: str  # one-line statement for the summary table (TeX allowed)
+    statement: str  # the claim as printed, plain text (a row's "claim")
+    statement_tex: str  # the claim as printed, LaTeX
+    quotes: tuple[Quote, ...]  # the paper verbatim
+    order: int  # position in the report, ascending
+    evaluate: Callable[[Evidence], dict[str, Any] | Untestable]
+    untestable: Untestable | None = None  # the default answer when evaluate finds no inputs
+    figures: tuple[FigureMaker, ...] = ()  # drawn for the claim's section (figures a row brings are in the row)
+
+    def row(self, evidence: Evidence) -> dict[str, Any]:
+        """The claim's row on this run's artifacts: its check's, or a not-testable one."""
+        result = self.evaluate(evidence)
+        if isinstance(result, Untestable):
+            from assocmem.report.claims.base import check_row
+
+            return check_row(self.id, result.computed, result.numbers, "not-testable", result.evidence, "data",
+                             ours_tex=result.ours_tex, limits=result.limits)
+        return result
+
+
+_REGISTRY: dict[str, Claim] = {}
+
+
+def register(claim: Claim) -> Claim:
+    """Add ``claim`` to the registry (once per id); returns it, so a module can keep it as a constant."""
+    known = _REGISTRY.get(claim.id)
+    if known is not None and known is not claim and known.evaluate.__module__ != claim.evaluate.__module__:
+        raise AssocmemError(f"claim id {claim.id!r} is registered twice ({known.evaluate.__module__} and "
+                            f"{claim.evaluate.__module__})")
+    if not claim.quotes:
+        raise AssocmemError(f"claim {claim.id!r}: give the paper's words (at least one Quote)")
+    _REGISTRY[claim.id] = claim
+    return claim
+
+
+def _import_claim_modules() -> None:
+    package = importlib.import_module(__package__)
+    for module in pkgutil.iter_modules(package.__path__):
+        importlib.import_module(f"{__package__}.{module.name}")
+
+
+def all_claims() -> list[Claim]:
+    """Every registered claim in report order (imports every module of this package first)."""
+    _import_claim_modules()
+    return sorted(_REGISTRY.values(), key=lambda claim: (claim.order, claim.id))
+
+
+def get(claim_id: str) -> Claim:
+    if claim_id not in _REGISTRY:
+        _import_claim_modules()
+    if claim_id not in _REGISTRY:
+        raise AssocmemError(f"no claim {claim_id!r} is registered: declare it with "
+                            "assocmem.report.claims.registry.register in a module of assocmem.report.claims")
+    return _REGISTRY[claim_id]
+
+
+def find(claim_id: str) -> Claim | None:
+    """The registered claim, or None (for rows read back from an older checks.json)."""
+    try:
+        return get(claim_id)
+    except AssocmemError:
+        return None

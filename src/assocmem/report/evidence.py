@@ -1,0 +1,113 @@
+"""What the claims rest on: the artifacts of one run of the pipeline, loaded once, with each run's convergence
+status and each scaling sweep's analysis. Claims read from here (``Claim.evaluate``); nothing here trains a
+model or searches neighbours: those numbers are artifacts of the stages that own them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from assocmem.report import convergence
+from assocmem.report.artifacts import Experiment, Run, load_experiments
+from assocmem.report.sweep import analyse_sweep
+
+
+def run_key(run: Run) -> str:
+    """The key of a run in the convergence table: '<experiment>:<model>/<subset>'."""
+    return f"{run.exp}:{run.label}"
+
+
+def run_convergence(run: Run) -> convergence.Convergence:
+    """The run's convergence status; the tolerance is the SE of its final val CE on the fixed evaluation batches
+    the training job evaluated on (their per-row losses are written by the train stage)."""
+    if not run.trained:
+        return convergence.pretrained(run.label)
+    rows = run.eval_rows
+    return convergence.assess_with_noise(run.label, run.metrics, rows["nll"].to_numpy(), rows["tokens"].to_numpy())
+
+
+@dataclass
+class Evidence:
+    """The loaded artifacts of every experiment and what the report derives from them cheaply."""
+
+    experiments: list[Experiment]
+    report_cfg: dict[str, Any]
+    fig_dir: Path
+
+    @classmethod
+    def load(cls, results_dir: Path, config: dict[str, Any], report_cfg: dict[str, Any], fig_dir: Path) -> Evidence:
+        return cls(load_experiments(results_dir, config), report_cfg, fig_dir)
+
+    @property
+    def seed(self) -> int:
+        return int(self.report_cfg["synthetic_seed"])
+
+    @cached_property
+    def sweeps(self) -> dict[str, dict[str, Any]]:
+        """The scaling-sweep analyses (report.sweep.analyse_sweep) by experiment."""
+        return {exp.name: analyse_sweep(exp, self.seed) for exp in self.experiments if exp.sweep_runs}
+
+    @cached_property
+    def statuses(self) -> dict[str, convergence.Convergence]:
+        """Convergence status of every run with activations, keyed by :func:`run_key`."""
+        return {run_key(run): run_convergence(run) for exp in self.experiments for run in exp.runs}
+
+    @property
+    def runs(self) -> list[Run]:
+        """Every run with activations and neighbours (trained and pretrained)."""
+        return [run for exp in self.experiments for run in exp.runs]
+
+    @property
+    def trained_runs(self) -> list[Run]:
+        return [run for run in self.runs if run.trained]
+
+    def status(self, run: Run) -> convergence.Convergence:
+        return self.statuses[run_key(run)]
+
+    def status_columns(self, runs: list[Run]) -> dict[str, list[Any]]:
+        """Columns 'usable' and 'status' for a frame with one row per run (claims drop unusable rows)."""
+        return {"usable": [self.status(run).usable for run in runs],
+                "status": [self.status(run).status for run in runs]}
+
+    def convergence_records(self) -> list[dict[str, Any]]:
+        """Each run's convergence status as plain records (for checks.json)."""
+        return [{"experiment": key.split(":", 1)[0], **status.as_record()} for key, status in self.statuses.items()]
+
+    @cached_property
+    def energy_sets(self) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        """Per (run, layer): training activations as stored patterns and a seeded sample of held-out activations
+        as queries (the inputs of Props. 1-3)."""
+        rng = np.random.default_rng(self.seed)
+        n_queries = self.report_cfg["energy_queries"]
+        patterns, queries = {}, {}
+        for run in self.runs:
+            train, heldout = run.activations("train"), run.activations("heldout")
+            rows = np.sort(rng.choice(heldout.shape[1], size=min(n_queries, heldout.shape[1]), replace=False))
+            for slot, layer in enumerate(run.act_meta["layers"]):
+                key = f"{run.label}/{layer}"
+                patterns[key] = np.asarray(train[slot], dtype=np.float64)
+                queries[key] = np.asarray(heldout[slot][rows], dtype=np.float64)
+        return patterns, queries
+
+    @property
+    def primary_run(self) -> Run:
+        """The run closest to the paper's setting: a pretrained model if any, else the deepest model on the
+        largest subset."""
+        pretrained = [run for run in self.runs if not run.trained]
+        if pretrained:
+            return pretrained[0]
+        return max(self.runs, key=lambda r: (r.fraction, r.summary["model_config"]["n_layer"], r.summary["n_params"]))
+
+    def with_floor(self) -> list[Experiment]:
+        """Experiments whose data has an exact entropy floor and that trained something (runs or a sweep)."""
+        return [exp for exp in self.experiments if exp.floor is not None and (exp.trained_runs or exp.sweep_runs)]
+
+
+def frame_or_empty(rows: list[dict[str, Any]], columns: list[str]) -> pd.DataFrame:
+    return pd.DataFrame(rows) if rows else pd.DataFrame(columns=columns)

@@ -1,0 +1,87 @@
+"""Devices and threads, decided in one place for torch and faiss alike (faiss's BLAS kernels: :mod:`.blas`)."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from assocmem.errors import AssocmemError
+from assocmem.runtime.blas import import_faiss
+
+DEVICE_NAMES = ("auto", "cpu", "cuda", "gpu")
+
+
+def cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def faiss_gpu_count() -> int:
+    """CUDA devices faiss can use; 0 for a CPU-only faiss build or when no CUDA device is visible."""
+    faiss = import_faiss()
+    if not hasattr(faiss, "StandardGpuResources"):
+        return 0
+    try:
+        return int(faiss.get_num_gpus())
+    except (AttributeError, RuntimeError):
+        return 0
+
+
+def resolve_device(name: str | None = "auto", *, faiss: bool = False, key: str = "device") -> str:
+    """Map a configured device to ``"cpu"`` or ``"cuda"`` (``"cuda:N"`` is kept).
+
+    ``auto`` (or None) picks CUDA when it is usable; ``gpu`` is an alias of ``cuda``. With ``faiss=True``
+    CUDA is usable only when faiss has GPU support too. Asking for an absent GPU is an error naming ``key``.
+    """
+    wanted = "auto" if name is None else str(name).lower()
+    base = wanted.split(":", 1)[0]
+    if base not in DEVICE_NAMES:
+        raise AssocmemError(f"{key}: unknown device {name!r}; use one of {DEVICE_NAMES}")
+    usable = faiss_gpu_count() > 0 if faiss else cuda_available()
+    if base == "cpu":
+        return "cpu"
+    if base == "auto":
+        return "cuda" if usable else "cpu"
+    if not usable:
+        what = "faiss has no GPU support or sees no GPU" if faiss else "CUDA is not available"
+        raise AssocmemError(f"{key}: {name!r} requested but {what}")
+    return "cuda" + wanted[len(base):] if base == "cuda" else "cuda"
+
+
+def granted_threads(requested: int) -> int:
+    """The job's threads (Snakemake's {threads}, or more if SLURM granted more CPUs), split over the processes
+    of a torchrun job."""
+    if requested < 1:
+        raise AssocmemError(f"threads must be >= 1, got {requested}")
+    granted = max(requested, int(os.environ.get("SLURM_CPUS_PER_TASK", "0") or 0))
+    return max(1, granted // int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1))
+
+
+def default_threads() -> int:
+    """Threads when none are requested: $OMP_NUM_THREADS (as :func:`set_threads` leaves it) or all cores."""
+    env = os.environ.get("OMP_NUM_THREADS", "").strip()
+    if env:
+        try:
+            value = int(env)
+        except ValueError as err:
+            raise AssocmemError(f"environment variable OMP_NUM_THREADS={env!r} is not an integer") from err
+        if value >= 1:
+            return value
+    return os.cpu_count() or 1
+
+
+def set_threads(requested: int | None = None) -> int:
+    """Give OpenMP ($OMP_NUM_THREADS), torch and faiss (if loaded) the same thread count; return it.
+
+    A count is widened to what the job was granted (:func:`granted_threads`); None keeps the count already
+    chosen (:func:`default_threads`, not granted again: a torchrun process would split its share twice)."""
+    import torch
+
+    count = default_threads() if requested is None else granted_threads(int(requested))
+    os.environ["OMP_NUM_THREADS"] = str(count)
+    if torch.get_num_threads() != count:
+        torch.set_num_threads(count)
+    if "faiss" in sys.modules:
+        sys.modules["faiss"].omp_set_num_threads(count)
+    return count

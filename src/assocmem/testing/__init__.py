@@ -1,0 +1,2 @@
+"""Oracles for tests and benchmarks, never used by the pipeline: plain reference implementations that the project's
+code must agree with (:mod:`.reference_train`: a nanoGPT-style training loop)."""

@@ -1,0 +1,130 @@
+"""Never serve a stale or corrupt result: two runs give the same bytes, a pipeline killed at any point and
+recovered with the documented command ends byte-identical to an uninterrupted run, and a changed config never
+resumes another configuration's checkpoint."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import ROOT, science_checksums, snakemake
+from helpers import planned_rules
+
+pytestmark = pytest.mark.e2e
+PCT100_MODEL = "results/qf/train/tiny/pct100/model.pt"
+
+
+def test_two_runs_are_byte_identical(tiny_run, tmp_path):
+    snakemake(tmp_path, "--cores", "2")
+    first, second = science_checksums(tiny_run), science_checksums(tmp_path)
+    assert first.keys() == second.keys() and len(first) > 40
+    differing = sorted(name for name in first if first[name] != second[name])
+    assert differing == [], differing
+
+
+def run_until(workdir: Path, trigger: str, *args: str, config: Path | None = None, timeout: float = 300) -> bool:
+    """Start snakemake and SIGKILL it, jobs included, as soon as ``workdir/trigger`` exists.
+
+    Returns whether it was killed (False: the run ended before the trigger appeared)."""
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(workdir),
+           "--configfile", str(config or ROOT / "config" / "test.yaml"), "--cores", "2", *args]
+    process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + timeout
+    while process.poll() is None and time.monotonic() < deadline:
+        if (workdir / trigger).exists():
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            return True
+        time.sleep(0.02)
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGKILL)
+        raise AssertionError(f"snakemake did not reach {trigger} within {timeout} s")
+    return False
+
+
+def recover(workdir: Path, *args: str, config: Path | None = None) -> None:
+    """The recovery README.md documents after a hard kill: unlock, then rerun the same command."""
+    snakemake(workdir, "--unlock", config=config)
+    snakemake(workdir, "--cores", "2", *args, config=config)
+
+
+KILL_POINTS = (
+    "results/qf/data/raw/manifest.json",  # during data generation / tokenization
+    "results/qf/train/tiny/pct100/checkpoint.pt",  # mid-training, a checkpoint on disk
+    "results/qf/activations/tiny/pct100/train.npy",  # between the two activation arrays of one job
+    "results/qf/neighbours/tiny/pct10/self.parquet",  # mid neighbour search
+)
+
+
+def test_killed_pipeline_recovers_to_the_same_bytes(tiny_run, tmp_path):
+    reference = science_checksums(tiny_run)
+    kills, corrupt = 0, []
+    for trigger in KILL_POINTS:
+        if run_until(tmp_path, trigger):
+            kills += 1
+            # every artifact on disk right after a kill must be complete and correct (atomic writes), so equal to
+            # the reference: a half-written file that looks complete would show up here. (Files that are no
+            # artifact, a checkpoint or metrics.inprogress.csv, may exist now; they must be gone at the end.)
+            now = science_checksums(tmp_path)
+            corrupt += [name for name, digest in now.items() if name in reference and reference[name] != digest]
+        snakemake(tmp_path, "--unlock")
+    recover(tmp_path)
+    final = science_checksums(tmp_path)
+    differing = sorted(name for name in reference if final.get(name) != reference[name])
+    print(f"kills: {kills}, corrupt artifacts after a kill: {len(corrupt)}, differing files at the end: "
+          f"{len(differing)} of {len(reference)}")
+    assert kills >= 3, "the pipeline finished before most kill points; the test no longer kills anything"
+    assert corrupt == [] and differing == [] and final.keys() == reference.keys()
+
+
+@pytest.mark.parametrize("change", [{"train": {"lr": 1.0e-3}}, {"train": {"max_steps": 80}}, {"seed": 8}],
+                         ids=["lr", "max_steps", "seed"])
+def test_a_changed_config_never_resumes_an_old_checkpoint(tmp_path, change):
+    """Kill training of config A mid-run (its checkpoint stays on disk), rerun with config B in the same
+    directory: the model equals a fresh run of B, byte for byte."""
+    base = yaml.safe_load((ROOT / "config" / "test.yaml").read_text())
+    changed = yaml.safe_load((ROOT / "config" / "test.yaml").read_text())
+    for key, value in change.items():
+        if isinstance(value, dict):
+            changed["experiments"]["qf"][key].update(value)
+        else:
+            changed[key] = value
+    config_a, config_b = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    config_a.write_text(yaml.safe_dump(base))
+    config_b.write_text(yaml.safe_dump(changed))
+    assert run_until(tmp_path / "run", PCT100_MODEL.replace("model.pt", "checkpoint.pt"), PCT100_MODEL,
+                     config=config_a)
+    recover(tmp_path / "run", PCT100_MODEL, config=config_b)
+    snakemake(tmp_path / "fresh", "--cores", "2", PCT100_MODEL, config=config_b)
+    assert (tmp_path / "run" / PCT100_MODEL).read_bytes() == (tmp_path / "fresh" / PCT100_MODEL).read_bytes()
+
+
+def dry_run(repo: Path, workdir: Path) -> set[str]:
+    result = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-n", "-s", str(repo / "Snakefile"), "--directory", str(workdir),
+         "--configfile", str(repo / "config" / "test.yaml"), "--cores", "2"],
+        capture_output=True, text=True, timeout=300, check=True)
+    return planned_rules(result)
+
+
+def test_changed_code_reruns_its_jobs_and_their_dependants(tiny_copy, tmp_path):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    for name in ("Snakefile", "workflow", "config", "src"):
+        copy = shutil.copytree if (ROOT / name).is_dir() else shutil.copy2
+        copy(ROOT / name, repo / name, **({"ignore": shutil.ignore_patterns("__pycache__")}
+                                           if (ROOT / name).is_dir() else {}))
+    assert dry_run(repo, tiny_copy) == set()  # same code: nothing to do
+    package = repo / "src" / "assocmem"
+    for code in ("report/render.py", "model.py"):
+        (package / code).write_text((package / code).read_text() + "\n# changed\n")
+        if code == "report/render.py":
+            assert dry_run(repo, tiny_copy) == {"report"}
+    assert dry_run(repo, tiny_copy) == {"train", "activations", "neighbours", "report"}

@@ -1,0 +1,99 @@
+"""End-to-end: the whole Snakemake DAG on config/test.yaml in a temporary directory."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import ROOT, snakemake
+from helpers import planned_rules
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+def finished_run(tiny_copy) -> Path:
+    return tiny_copy
+
+
+def test_report_artifacts(finished_run):
+    report = finished_run / "results" / "report"
+    for name in ("index.html", "report.md", "checks.json"):
+        assert (report / name).stat().st_size > 1000, name
+    figures = {p.name for p in (report / "figures").iterdir()}
+    for stem in ("training_curves_qf", "nn_by_layer_qf", "nn_qf_tiny_pct100", "fig1_landscapes",
+                 "eq12_ball_integral"):
+        assert {f"{stem}.png", f"{stem}.pdf"} <= figures
+    html = (report / "index.html").read_text()
+    assert "data:image/png;base64," in html and "<img src=\"figures/" not in html  # self-contained
+
+
+def test_checks_hold_real_numbers(finished_run):
+    checks = json.loads((finished_run / "results" / "report" / "checks.json").read_text())["checks"]
+    ids = {c["id"] for c in checks}
+    assert {"prop1", "radius", "prop2", "prop3", "eq8", "eq12", "lemma5", "prop4", "loss_floor",
+            "overfit", "literature", "fig1"} <= ids
+    verdicts = {"reproduced", "refuted", "corrected", "not-testable"}
+    for check in checks:
+        assert check["verdict"] in verdicts
+        numeric = [v for v in check["numbers"].values() if isinstance(v, int | float) and not isinstance(v, bool)]
+        assert numeric and any(math.isfinite(v) and v != 0 for v in numeric), check["id"]
+    prop1 = next(c for c in checks if c["id"] == "prop1")
+    assert any(k.startswith("tiny/pct100/final_ln") for k in prop1["numbers"])  # evaluated on real activations
+
+
+def test_floor_and_training_outputs(finished_run):
+    results = finished_run / "results" / "qf"
+    floor = json.loads((results / "data" / "floor.json").read_text())
+    assert 0.5 < floor["train"]["floor_nats_per_token"] < 2.0
+    metrics = (results / "train" / "tiny" / "pct10" / "metrics.csv").read_text().splitlines()
+    assert metrics[0].startswith("step,") and len(metrics) == 4  # header + 3 evals (60 steps / 20)
+
+
+def test_second_invocation_is_a_noop(finished_run):
+    start = time.perf_counter()
+    result = snakemake(finished_run, "--cores", "2")
+    assert "Nothing to be done" in result.stdout + result.stderr
+    assert time.perf_counter() - start < 10
+
+
+def test_changing_a_training_key_reruns_only_training_and_descendants(finished_run, tmp_path):
+    config = yaml.safe_load((ROOT / "config" / "test.yaml").read_text())
+    config["experiments"]["qf"]["train"]["lr"] = 1e-3
+    changed = tmp_path / "changed.yaml"
+    changed.write_text(yaml.safe_dump(config))
+    plan = planned_rules(snakemake(finished_run, "-n", "--cores", "2", config=changed))
+    assert plan == {"train", "activations", "neighbours", "report"}
+
+
+def test_forcerun_and_single_target(finished_run):
+    plan = planned_rules(snakemake(finished_run, "-n", "--cores", "1", "--forcerun", "neighbours"))
+    assert plan == {"neighbours", "report"}
+    target = "results/qf/data/subsets/pct10/meta.json"
+    assert planned_rules(snakemake(finished_run, "-n", "--cores", "1", target)) == set()
+
+
+@pytest.mark.parametrize(
+    ("mutate", "expected"),
+    [
+        (lambda c: c["experiments"]["qf"]["subsets"].update(fractions=[1.5]),
+         "experiments.qf.subsets.fractions[0]"),
+        (lambda c: c["experiments"]["qf"].update(unknown_key=1), "unknown_key"),
+        (lambda c: c["experiments"]["qf"]["dataset"]["sizes"].update(train=-1),
+         "experiments.qf.dataset.sizes.train"),
+        (lambda c: c["experiments"]["qf"]["dataset"].pop("name"), "'name' is a required property"),
+    ],
+)
+def test_malformed_config_fails_before_any_job(tmp_path, mutate, expected):
+    config = yaml.safe_load((ROOT / "config" / "test.yaml").read_text())
+    mutate(config)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(config))
+    result = snakemake(tmp_path, "--cores", "1", config=bad, check=False, timeout=120)
+    assert result.returncode != 0
+    assert expected in result.stdout + result.stderr
+    assert not (tmp_path / "results").exists()

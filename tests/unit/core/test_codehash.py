@@ -1,0 +1,79 @@
+"""A cached result is valid only for the code that made it: every rule carries the digest of its stage's code
+(assocmem.codehash), so changing that code reruns the job and its dependants, and nothing else."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from helpers import ROOT
+
+from assocmem.codehash import PACKAGE_DIR, code_digest, module_closure, stage_files
+from assocmem.errors import AssocmemError
+
+RULES = sorted({name for path in (ROOT / "workflow" / "rules").glob("*.smk")
+                for name in re.findall(r"^rule (\w+):", path.read_text(), flags=re.M)})
+
+
+def relative(stage: str, root: Path = PACKAGE_DIR) -> set[str]:
+    return {path.relative_to(root).as_posix() for path in stage_files(stage, root)}
+
+
+def test_every_rule_has_a_stage_function_and_a_digest():
+    assert {"train", "report", "generate_data", "neighbours"} <= set(RULES)
+    digests = {rule: code_digest(rule) for rule in RULES}
+    assert all(re.fullmatch(r"[0-9a-f]{16}", d) for d in digests.values())
+    assert len(set(digests.values())) == len(digests)  # each stage runs different code
+    with pytest.raises(AssocmemError, match="no stage function 'nonexistent'"):
+        code_digest("nonexistent")
+
+
+def test_a_stage_covers_what_it_imports_and_nothing_else():
+    train = relative("train")
+    assert {"train.py", "model.py", "tokenstore.py", "io.py", "cli.py", "__main__.py", "__init__.py"} <= train
+    assert not any(name.startswith(("report/", "qf/", "corpus/")) for name in train)
+    # a module named only in a string (importlib.resources) brings its package's data files
+    assert {"data/qf_fitted_grammar.json", "qf/generate.py", "qf/weights.py"} <= relative("generate_data")
+    report = relative("report")
+    assert {"report/build.py", "report/scaling_fit.py", "data/literature.csv"} <= report
+    assert not any(name.startswith(("knn/", "train.py", "model.py")) for name in report)
+    assert any(name.startswith("report/assets/katex/") for name in report)
+    # imports inside functions are followed, and every import brings its parent packages
+    closure = module_closure(["assocmem.report.build"])
+    assert {"assocmem", "assocmem.report", "assocmem.theory"} <= closure.keys()
+
+
+def copy_package(tmp_path: Path) -> Path:
+    root = tmp_path / "assocmem"
+    shutil.copytree(PACKAGE_DIR, root, ignore=shutil.ignore_patterns("__pycache__"))
+    return root
+
+
+def changed_stages(root: Path, edit) -> set[str]:
+    before = {rule: code_digest(rule, root) for rule in RULES}
+    edit(root)
+    return {rule for rule in RULES if code_digest(rule, root) != before[rule]}
+
+
+def append(relpath: str, text: str = "\n# changed\n"):
+    return lambda root: (root / relpath).write_text((root / relpath).read_text() + text)
+
+
+def test_a_change_moves_exactly_the_digests_of_the_stages_that_run_it(tmp_path):
+    root = copy_package(tmp_path)
+    assert changed_stages(root, append("report/render.py")) == {"report"}
+    assert changed_stages(root, append("model.py")) >= {"train", "activations"}
+    # the report reads artifacts: it neither trains nor searches, so trainer, model and k-NN code never rerun it
+    for code in ("model.py", "train.py", "knn/exact.py"):
+        assert not {"report", "generate_data"} & changed_stages(root, append(code)), code
+    assert changed_stages(root, append("data/qf_fitted_grammar.json", " ")) >= {"generate_data"}
+    everything = changed_stages(root, append("cli.py"))
+    assert everything == set(RULES)
+
+    def edit_subsets_stage(root: Path) -> None:
+        text = (root / "stages.py").read_text()
+        head, tail = text.split("def subsets(", 1)
+        (root / "stages.py").write_text(head + "def subsets(" + tail.replace("make_subset(", "make_subset( ", 1))
+    assert changed_stages(root, edit_subsets_stage) == {"subsets"}

@@ -1,0 +1,108 @@
+"""Config validation: defaults are filled, and every malformed config fails naming the key."""
+
+from pathlib import Path
+
+import pytest
+import yaml
+from helpers import ROOT
+
+from assocmem import config as config_module
+from assocmem.config import ConfigError, load_schema, run_settings
+from assocmem.layout import subset_name
+
+SCHEMA = load_schema(ROOT / "workflow" / "schemas" / "config.schema.yaml")
+
+
+def validate_config(config: dict) -> dict:
+    return config_module.validate_config(config, SCHEMA)
+
+
+def load_config(path: Path) -> dict:
+    return config_module.load_config(path, SCHEMA)
+
+
+def minimal() -> dict:
+    return {"experiments": {"qf": {"dataset": {"name": "question_formation"},
+                                   "models": {"m": {"n_layer": 1, "d_model": 8, "n_head": 2}}}}}
+
+
+def test_shipped_configs_validate():
+    for name in ("config.yaml", "test.yaml", "paper.yaml", "scaling.yaml", "sweep_test.yaml"):
+        cfg = load_config(ROOT / "config" / name)
+        assert cfg["experiments"]
+
+
+def test_defaults_are_filled():
+    cfg = validate_config(minimal())
+    exp = cfg["experiments"]["qf"]
+    assert exp["subsets"]["fractions"] == [1.0, 0.1, 0.01]
+    assert exp["train"]["batch_size"] == 8
+    assert exp["models"]["m"]["tie_embeddings"] is True
+    assert exp["dataset"]["sizes"]["train"] == 100_000
+    assert cfg["seed"] == 1234
+
+
+def test_input_not_mutated():
+    raw = minimal()
+    validate_config(raw)
+    assert "subsets" not in raw["experiments"]["qf"]
+
+
+@pytest.mark.parametrize(
+    ("mutate", "expected"),
+    [
+        (lambda c: c["experiments"]["qf"].update(bogus=1), "experiments.qf: unknown key"),
+        (lambda c: c["experiments"]["qf"].update(subsets={"fractions": [1.5]}),
+         "experiments.qf.subsets.fractions[0]: 1.5 is greater than the maximum of 1"),
+        (lambda c: c["experiments"]["qf"]["dataset"].update(sizes={"train": -5}),
+         "experiments.qf.dataset.sizes.train: -5 is less than the minimum of 1"),
+        (lambda c: c["experiments"]["qf"]["dataset"].pop("name"),
+         "experiments.qf.dataset: missing required key ('name'"),
+        (lambda c: c["experiments"]["qf"]["dataset"].update(name="imagenet"),
+         "experiments.qf.dataset.name: 'imagenet' is not one of"),
+        (lambda c: c["experiments"]["qf"]["models"]["m"].update(n_head=3),
+         "experiments.qf.models.m.n_head: must divide d_model"),
+        (lambda c: c["experiments"]["qf"].update(train={"batch_size": 8, "micro_batch_size": 3}),
+         "experiments.qf.train.micro_batch_size: must divide train.batch_size (8 % 3 != 0)"),
+        (lambda c: (c["experiments"]["qf"].update(train={"batch_size": 8, "micro_batch_size": 4}),
+                    c["experiments"]["qf"]["models"]["m"].update(train={"batch_size": 6})),
+         "experiments.qf.train.micro_batch_size: must divide models.m.train.batch_size (6 % 4 != 0)"),
+        (lambda c: c["experiments"]["qf"]["models"]["m"].update(train={"eval_interval": 5}),
+         "experiments.qf.models.m.train: unknown key (Additional properties are not allowed ('eval_interval'"),
+        (lambda c: c.update(seed="x"), "seed: 'x' is not of type 'integer'"),
+    ],
+)
+def test_malformed_config_names_the_key(mutate, expected):
+    cfg = minimal()
+    mutate(cfg)
+    with pytest.raises(ConfigError) as info:
+        validate_config(cfg)
+    assert expected in str(info.value)
+
+
+def test_missing_and_broken_files(tmp_path):
+    with pytest.raises(ConfigError, match="not found"):
+        load_config(tmp_path / "nope.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("experiments: [unclosed")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(bad)
+    ok = tmp_path / "ok.yaml"
+    ok.write_text(yaml.safe_dump(minimal()))
+    assert load_config(ok)["experiments"]["qf"]["dataset"]["source"] == "generate"
+
+
+def test_subset_names():
+    assert subset_name(1.0) == "pct100"
+    assert subset_name(0.01) == "pct1"
+    assert subset_name(0.001) == "pct0.1"
+
+
+def test_per_model_train_overrides_apply_to_that_model_only():
+    cfg = minimal()
+    cfg["experiments"]["qf"]["models"]["deep"] = {"n_layer": 4, "d_model": 8, "n_head": 2, "train": {"lr": 5e-4}}
+    exp = validate_config(cfg)["experiments"]["qf"]
+    spec, train = run_settings(exp, "deep.s1")  # a sweep replicate label resolves to its model
+    assert train["lr"] == 5e-4 and "train" not in spec and spec["n_layer"] == 4
+    assert run_settings(exp, "m")[1]["lr"] == exp["train"]["lr"] == 1e-3
+    assert train["max_steps"] == exp["train"]["max_steps"]  # everything else is the experiment's

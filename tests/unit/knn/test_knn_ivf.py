@@ -1,0 +1,45 @@
+"""IVF option of the neighbours stage: results and measured recall."""
+
+import json
+
+import numpy as np
+import pandas as pd
+
+from assocmem import stages
+from assocmem.knn import ivf_heldout_search, ivf_self_search, self_search
+
+
+def data(n=400, d=16, seed=0):
+    return np.random.default_rng(seed).normal(size=(n, d)).astype(np.float32)
+
+
+def test_ivf_with_all_lists_probed_equals_exact():
+    x = data()
+    frame, recalls = ivf_self_search(x, 5, (0.5, 1.0), nlist=8, nprobe=8, sample=50, seed=1, device="cpu")
+    exact = self_search(x, 5, fractions=(0.5, 1.0), seed=1, device="cpu")
+    assert recalls == {0.5: 1.0, 1.0: 1.0}
+    merged = frame.merge(exact, on=["fraction", "query_row", "rank"], suffixes=("_ivf", "_exact"))
+    assert len(merged) == len(exact)
+    np.testing.assert_allclose(merged["distance_ivf"], merged["distance_exact"], rtol=1e-4, atol=1e-4)
+    assert (frame["neighbour_row"] != frame["query_row"]).all()  # self match removed by id
+
+
+def test_ivf_recall_drops_when_few_lists_are_probed():
+    x = data(2000, 32)
+    _, recall = ivf_heldout_search(x[:1500], x[1500:], 10, nlist=64, nprobe=1, sample=200, seed=0, device="cpu")
+    assert 0 < recall < 1
+
+
+def test_stage_reports_recall(tmp_path):
+    acts = tmp_path / "acts"
+    acts.mkdir()
+    np.save(acts / "train.npy", data(300, 8)[None])
+    np.save(acts / "heldout.npy", data(100, 8, seed=2)[None])
+    meta = {"layers": ["final_ln"], "d_model": 8, "splits": {"train": {"n_chunks": 300}, "heldout": {"n_chunks": 100}}}
+    (acts / "meta.json").write_text(json.dumps(meta))
+    cfg = {"k": 3, "fractions": [1.0], "device": "cpu", "method": "ivf", "nlist": 4, "nprobe": 4,
+           "recall_sample": 50}
+    stages.neighbours({"neighbours": cfg, "seed": 0, "threads": 1}, acts, tmp_path / "out")
+    summary = pd.read_csv(tmp_path / "out" / "summary.csv")
+    assert set(summary["protocol"]) == {"self", "heldout"}
+    assert (summary["recall_at_k"] == 1.0).all() and (summary["method"] == "ivf").all()

@@ -1,0 +1,340 @@
+"""Claim check rows: schema, verdict rules on controlled inputs, JSON-safe numbers."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from assocmem.errors import AssocmemError
+from assocmem.report import claims
+from assocmem.report.claims.energy import eq8, fig1, prop1, prop2, prop3
+from assocmem.report.claims.literature import literature, read_literature_csv
+from assocmem.report.claims.loss import loss_floor, overfit
+from assocmem.report.claims.partition import eq12, lemma5, prop4
+from assocmem.report.claims.radius import nn_trend, radius
+from assocmem.report.claims.scaling import scaling, scaling_sweep
+
+KEYS = {"id", "claim", "computed", "numbers", "verdict", "evidence", "how", "quote", "statement_tex", "ours_tex",
+        "limits"}
+
+
+def assert_valid(row: dict) -> None:
+    assert set(row) == KEYS
+    assert row["verdict"] in claims.VERDICTS and row["how"] in claims.HOWS
+    json.dumps(row, allow_nan=False)  # numbers are flat JSON numbers (or null)
+    assert all(isinstance(v, int | float) or v is None for v in row["numbers"].values())
+    assert row["quote"] and all(q["latex_source"] and q["where"] for q in row["quote"])
+    assert row["statement_tex"].count("$") % 2 == 0 and row["ours_tex"].count("$") % 2 == 0
+    assert row["how"] != "data" or row["limits"]
+
+
+@pytest.fixture(scope="module")
+def activations() -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    rng = np.random.default_rng(3)
+    train = {f"layer_{i}": rng.normal(size=(300, 24)) * (i + 1) for i in range(2)}
+    queries = {k: v[:40] + 0.1 * rng.normal(size=(40, 24)) for k, v in train.items()}
+    return train, queries
+
+
+def test_prop1_prop2_reproduced_prop3_refuted(activations: tuple[dict, dict]) -> None:
+    train, queries = activations
+    row1, row2, row3 = (prop1(train, queries, 0), prop2(train, queries, 0),
+                        prop3(train, queries, 0))
+    for row in (row1, row2, row3):
+        assert_valid(row)
+    assert row1["verdict"] == "reproduced" and row2["verdict"] == "reproduced"
+    assert row3["verdict"] == "refuted" and row3["how"] == "counterexample"
+    assert row1["numbers"]["synthetic_single.frac_energy_equals_g"] == 1.0
+    # 3 copies of each of 8 separated patterns, queries on a copy: E = g - log 3, so (g - E)/log 24
+    assert row1["numbers"]["synthetic_duplicates.median_gap_fraction"] == pytest.approx(
+        np.log(3) / np.log(24), rel=1e-6)
+    assert row3["numbers"]["counterexample.violation"] > 0.6
+    assert row2["numbers"]["printed_holds"] == 1 and row2["numbers"]["sharp_one_sided_holds"] == 1
+    assert row3["numbers"]["sharp_one_sided_holds"] == 1
+    # the extremes: gap reaches -spread and 0 (spread 4), Prop. 3 reaches 0 and -spread - log 2
+    assert row2["numbers"]["extreme_beyond_min_norm.min_gap"] == pytest.approx(-4.0, abs=1e-9)
+    assert row2["numbers"]["extreme_beyond_max_norm.max_gap"] == pytest.approx(0.0, abs=1e-9)
+    assert row3["numbers"]["extreme_sphere_centre.max_value"] == pytest.approx(0.0, abs=1e-12)
+    assert row3["numbers"]["extreme_beyond_min_norm.min_value_minus_sharp_lower"] == pytest.approx(0.0, abs=1e-9)
+    assert any(q.get("note") and "absolute value" in q["note"] for q in row2["quote"])
+
+
+def test_prop1_missing_query_layer_names_the_key(activations: tuple[dict, dict]) -> None:
+    train, _ = activations
+    with pytest.raises(AssocmemError, match="layer_1"):
+        prop1(train, {"layer_0": train["layer_0"]}, 0)
+
+
+def test_eq8_partition_and_single_layer() -> None:
+    rng = np.random.default_rng(4)
+    sets = {"l0": rng.normal(size=(30, 5)), "l1": rng.normal(size=(30, 5)) + 2.0}
+    queries = rng.normal(size=(25, 5))
+    row = eq8(sets, queries)
+    assert_valid(row)
+    assert row["verdict"] == "reproduced"
+    assert row["numbers"]["max_abs_global_minus_union"] < 1e-10
+    assert 0 <= row["numbers"]["offset_c_min"] <= row["numbers"]["offset_c_max"] < np.log(2)
+    single = eq8({"l0": sets["l0"]}, queries)
+    assert single["verdict"] == "corrected"
+
+
+def test_eq12_and_lemma5_rows() -> None:
+    row = eq12()
+    assert_valid(row)
+    n = row["numbers"]
+    assert n["n3.r1.5.correct"] == pytest.approx(n["n3.r1.5.quadrature"], rel=1e-10)
+    assert abs(n["n3.r1.5.printed"] / n["n3.r1.5.quadrature"] - 1) > 0.05
+    lemma = lemma5([(80_000, 1024, "gpt2_medium"), (10, 4, "tiny")])
+    assert_valid(lemma)
+    assert lemma["verdict"] == "corrected" and "gpt2_medium" in lemma["evidence"]
+    assert "tiny" not in lemma["evidence"]  # r* < 1 there, the printed lower bound happens to hold
+    with pytest.raises(AssocmemError):
+        lemma5([])
+
+
+def _nn_queries(mean_at, n_dim: int = 1024, n_chunks: int = 4000, seed: int = 0) -> pd.DataFrame:
+    """Nested self-search samples whose NN distances have mean ``mean_at(m)`` at sample size m."""
+    rng = np.random.default_rng(seed)
+    frames = []
+    for fraction in (0.25, 0.5, 0.75, 1.0):
+        m = int(fraction * n_chunks)
+        frames.append(pd.DataFrame({"fraction": fraction, "n_patterns": m, "query": np.arange(m),
+                                    "distance": mean_at(m) * rng.gamma(50.0, 1 / 50.0, size=m)}))
+    return pd.concat(frames).assign(run="m/pct100", set="distinct")
+
+
+def _radius_runs(usable: bool = True, n_dim: int = 1024) -> pd.DataFrame:
+    return pd.DataFrame({"run": ["m/pct100"], "n_dim": [n_dim], "t_max": [256], "usable": [usable],
+                         "status": ["converged" if usable else "not converged"], "rms_norm": [30.0]})
+
+
+TWO_R_STAR_1024 = 2 * 7.7430632
+
+
+def test_radius_size_free_at_two_r_star_is_reproduced() -> None:
+    row = radius(_nn_queries(lambda m: TWO_R_STAR_1024), _radius_runs(), n_boot=300)
+    assert_valid(row)
+    n = row["numbers"]
+    assert row["verdict"] == "reproduced" and n["primary_rows_agreeing"] == 1
+    assert n["m/pct100.distinct.mean.slope_lo"] <= 0 <= n["m/pct100.distinct.mean.slope_hi"]
+    key = "m/pct100.distinct.mean.ratio_to_2r_star_emb"
+    assert n[f"{key}_lo"] <= 1 <= n[f"{key}_hi"]
+    assert n["m/pct100.2r_star_seq"] == pytest.approx(TWO_R_STAR_1024 * 16, rel=1e-6)  # sqrt(T_max = 256)
+
+
+def test_radius_shrinking_or_off_target_distances_are_refuted() -> None:
+    shrinking = radius(_nn_queries(lambda m: 20.0 * (m / 4000) ** -0.3), _radius_runs(), n_boot=300)
+    n = shrinking["numbers"]
+    assert shrinking["verdict"] == "refuted" and n["m/pct100.distinct.mean.slope"] == pytest.approx(-0.3, abs=0.02)
+    assert n["m/pct100.distinct.mean.slope_hi"] < 0
+    # the fitted law passes 20 at m = 4000 and 2r* = 15.49 at m = 4000 (20/15.49)^(1/0.3)
+    assert n["m/pct100.distinct.mean.size_where_2r_star_emb"] == pytest.approx(
+        4000 * (20 / TWO_R_STAR_1024) ** (1 / 0.3), rel=0.1)
+    flat_but_far = radius(_nn_queries(lambda m: 1.29 * TWO_R_STAR_1024), _radius_runs(), n_boot=300)
+    assert flat_but_far["verdict"] == "refuted"  # the paper's own 20 vs 15.49: no tolerance band
+    assert "slope CI contains 0" in flat_but_far["evidence"]
+
+
+def test_radius_never_rests_on_an_unconverged_run() -> None:
+    row = radius(_nn_queries(lambda m: TWO_R_STAR_1024), _radius_runs(usable=False), n_boot=100)
+    assert_valid(row)
+    assert row["verdict"] == "not-testable" and "m/pct100 (not converged)" in row["evidence"]
+    with pytest.raises(AssocmemError, match="t_max"):
+        radius(_nn_queries(lambda m: 1.0), _radius_runs().drop(columns="t_max"))
+
+
+def test_nn_trend_bootstrap_covers_the_truth_and_handles_zeros() -> None:
+    frame = _nn_queries(lambda m: 10.0 * m ** -0.5, seed=1)
+    trend = nn_trend(frame, "median", target=80_000, n_boot=400, seed=2)
+    assert trend["slope_lo"] <= -0.5 <= trend["slope_hi"]
+    truth = 10.0 * 80_000 ** -0.5 * stats.gamma(50.0, scale=1 / 50.0).median()
+    assert trend["at_target_lo"] <= truth <= trend["at_target_hi"]
+    zeros = frame.assign(distance=0.0)
+    assert np.isnan(nn_trend(zeros, "mean")["slope"])
+
+
+def test_prop4_refuted_with_finite_json() -> None:
+    frame = pd.DataFrame({"model": ["gpt2m", "tiny"], "nn_median": [20.0, 15.486], "n_dim": [1024, 1024],
+                          "n_patterns": [80_000, 80_000], "n_layers": [24, 24], "train_ce": [2.9, 1.1],
+                          "test_ce": [3.0, 1.2]})
+    row = prop4(frame)
+    assert_valid(row)
+    assert row["verdict"] == "refuted"
+    assert row["numbers"]["proof_constant_l24_c0.printed_a_then_b"] - row["numbers"][
+        "proof_constant_l24_c0.printed_b"] == pytest.approx(np.log(24))
+    marked = prop4(frame.assign(usable=[True, False], status=["converged", "not converged"]))
+    assert "tiny.log_Z_t" not in marked["numbers"] and "tiny (not converged)" in marked["evidence"]
+    assert row["numbers"]["gpt2m.log_Z_t"] == pytest.approx(169.39, abs=0.01)
+    assert row["numbers"]["tiny.inv_Z_t"] > 1e20
+    assert row["numbers"]["toy_d1_n1_paper_L"] == pytest.approx(1.0)
+
+
+def _grid_runs(slope: float) -> pd.DataFrame:
+    """Four model sizes N_j = 1e6 * 2^(slope j) whose best data size is D*_j = 1e3 * 2^(j+2) on a 2^k grid."""
+    rows = []
+    for j in range(4):
+        d_star = 1e3 * 2.0 ** (j + 2)
+        for k in range(12):
+            d = 1e3 * 2.0**k
+            rows.append({"model": f"m{j}", "n_params": 1e6 * 2.0 ** (slope * j), "n_train_tokens": d,
+                         "best_val_loss": 3 + (np.log(d) - np.log(d_star)) ** 2})
+    return pd.DataFrame(rows)
+
+
+def test_scaling_verdicts() -> None:
+    quadratic = scaling(_grid_runs(2))
+    assert_valid(quadratic)
+    assert quadratic["numbers"]["loglog_slope"] == pytest.approx(2.0)
+    assert quadratic["verdict"] == "reproduced"
+    assert quadratic["numbers"]["arxiv_v2_table3_loglog_slope"] == pytest.approx(1.900, abs=0.001)
+    linear = scaling(_grid_runs(1))
+    assert linear["numbers"]["loglog_slope"] == pytest.approx(1.0) and linear["verdict"] == "refuted"
+    few = scaling(_grid_runs(2).query("model in ['m0', 'm1']"))
+    assert few["verdict"] == "not-testable"
+
+
+def _sweep_analysis(slope_ci: tuple[float, float], bracket_ci: dict[str, tuple[float, float]] | None = None,
+                    ) -> dict:
+    """A scaling.analyse-shaped result: four boundary points, none censored; ``bracket_ci`` adds budget-limited
+    cells with those bracket intervals."""
+    limited = [{"n_params": 1e4, "n_tokens": 1e6}] if bracket_ci else []
+    bracket_ci = bracket_ci or {"low": slope_ci, "high": slope_ci}
+    points = [{"n_tokens": 10.0 ** k, "n_boundary": 10.0 ** (k + 1), "tolerance": 0.01, "at_grid_edge": False}
+              for k in range(3, 7)]
+    return {"boundary_slope_ci": slope_ci, "boundary": {"slope": float(np.mean(slope_ci))},
+            "boundary_points": points, "tolerance": 0.01, "noise": 0.005,
+            "sensitivity": {"x0.5": 1.0, "x2": 1.0}, "n_cells": 25, "n_runs": 50, "n_params_span": 36.0,
+            "n_tokens_span": 100.0, "parametric": {"E": 1.0}, "E_ci": (0.98, 1.02),
+            "inverted_u": [{"rise": 0.0, "rises": False}], "max_rise_ci": (0.0, 0.0),
+            "budget_limited_cells": limited, "converged_runs": 50 - len(limited),
+            "boundary_slope_bracket": {side: float(np.mean(ci)) for side, ci in bracket_ci.items()},
+            "boundary_slope_bracket_ci": bracket_ci, "parametric_converged": {"E": 1.0},
+            "E_converged_ci": (0.98, 1.02)}
+
+
+def test_scaling_sweep_verdict_must_survive_the_budget_limited_cells() -> None:
+    plain = scaling_sweep(_sweep_analysis((0.4, 0.8)), floor=0.99)
+    assert_valid(plain)
+    assert plain["verdict"] == "refuted" and plain["numbers"]["budget_limited_cells"] == 0
+    robust = scaling_sweep(_sweep_analysis((0.4, 0.8), {"low": (0.1, 0.6), "high": (0.4, 0.9)}), 0.99)
+    assert robust["verdict"] == "refuted" and "both ends" in robust["evidence"]
+    fragile = scaling_sweep(_sweep_analysis((0.4, 0.8), {"low": (0.1, 0.6), "high": (0.5, 2.5)}), 0.99)
+    assert fragile["verdict"] == "not-testable"
+    assert "refuted / not-testable" in fragile["evidence"] and "longer training" in fragile["evidence"]
+    assert fragile["numbers"]["boundary_slope_high_end"] == pytest.approx(1.5)
+
+
+def _final(test_ce: list[float], se: float = 0.001, usable: list[bool] | None = None,
+           fraction: list[float] | None = None) -> pd.DataFrame:
+    n = len(test_ce)
+    return pd.DataFrame({"run": [f"r{i}" for i in range(n)], "train_ce": test_ce, "test_ce": test_ce,
+                         "test_ce_se": se, "usable": usable or [True] * n, "status": "converged",
+                         "fraction": fraction or [1.0] * n})
+
+
+def test_loss_floor_runs_on_a_floor_below_one_are_never_reproduced() -> None:
+    exact = loss_floor(_final([0.99]), floor=0.99)
+    assert_valid(exact)
+    assert exact["verdict"] == "refuted"  # CI [0.988, 0.992] lies below 1
+    noisy = loss_floor(_final([0.99], se=0.01), floor=0.99)
+    assert noisy["verdict"] == "corrected" and "entropy" in noisy["evidence"]  # consistent with 1 and the floor
+    just_above = loss_floor(_final([0.985, 1.0], se=0.01), floor=0.98)
+    assert just_above["verdict"] == "corrected"
+    for row in (exact, noisy, just_above):
+        assert row["verdict"] != "reproduced"
+
+
+def test_loss_floor_other_outcomes() -> None:
+    assert loss_floor(_final([1.0]), floor=0.9)["verdict"] == "reproduced"  # stops at 1, data allows 0.9
+    above_both = loss_floor(_final([1.3]), floor=0.9)
+    assert above_both["verdict"] == "not-testable" and "capacity" in above_both["evidence"]
+    assert loss_floor(_final([1.3]), floor=1.2)["verdict"] == "not-testable"
+    # memorisation allowance: within [floor_low, floor] counts as on the floor
+    assert loss_floor(_final([1.0005], se=0.0001), floor=1.001, floor_low=0.999)["verdict"] == "not-testable"
+    assert loss_floor(_final([0.9985], se=0.01), floor=0.999, floor_low=0.998)["verdict"] == "corrected"
+
+
+def test_loss_floor_excludes_unconverged_and_small_subsets_and_uses_the_sweep() -> None:
+    runs = _final([0.5, 1.0, 0.2], usable=[False, True, True], fraction=[1.0, 1.0, 0.01])
+    row = loss_floor(runs, floor=0.9)
+    assert row["verdict"] == "reproduced" and "r0 (converged)" in row["evidence"]  # r0 excluded, r2 is 1%
+    assert row["numbers"]["converged_full_runs"] == 1
+    none_left = loss_floor(_final([0.5], usable=[False]), floor=0.9)
+    assert none_left["verdict"] == "not-testable" and "No converged run" in none_left["evidence"]
+    swept = loss_floor(_final([1.0]), floor=0.9, sweep_E=(0.95, 0.93, 0.97))
+    assert swept["verdict"] == "refuted" and swept["numbers"]["sweep_E"] == 0.95
+    on_floor = loss_floor(_final([0.5], usable=[False]), floor=0.9, sweep_E=(0.95, 0.90, 1.0))
+    assert on_floor["verdict"] == "corrected"
+    too_wide = loss_floor(_final([0.5], usable=[False]), floor=0.9, sweep_E=(0.45, 0.004, 3.08))
+    assert too_wide["verdict"] == "not-testable" and "too wide to speak to a bound at 1" in too_wide["evidence"]
+    with pytest.raises(AssocmemError, match="sweep_E"):
+        loss_floor(_final([1.0]), floor=0.9, sweep_E=(0.9, 0.95, 1.0))
+    with pytest.raises(AssocmemError, match="test_ce_se"):
+        loss_floor(_final([1.0]).drop(columns="test_ce_se"), floor=0.9)
+
+
+def test_overfit_verdicts() -> None:
+    steps = np.arange(6)
+    rising = pd.DataFrame({"subset": "0.1%", "step": steps, "train_ce": 3 - 0.4 * steps,
+                           "test_ce": [3.0, 2.6, 2.5, 2.6, 2.8, 3.0]})
+    flat = pd.DataFrame({"subset": "100%", "step": steps, "train_ce": 3 - 0.1 * steps,
+                         "test_ce": 3.05 - 0.1 * steps})
+    row = overfit(pd.concat([rising, flat]), floor=1.0)
+    assert_valid(row)
+    assert row["verdict"] == "reproduced"
+    assert row["numbers"]["0.1%.test_rise"] == pytest.approx(0.5)
+    assert overfit(flat, floor=1.0)["verdict"] == "refuted"
+    assert overfit(flat.iloc[:1], floor=1.0)["verdict"] == "not-testable"
+    marked = pd.concat([rising.assign(usable=False, status="not converged"), flat.assign(usable=True)])
+    excluded = overfit(marked, floor=1.0)
+    assert excluded["verdict"] == "refuted" and "0.1% (not converged)" in excluded["evidence"]
+
+
+def test_scaling_drops_unconverged_runs() -> None:
+    runs = _grid_runs(2)
+    runs["usable"] = runs["model"] != "m3"
+    runs["status"] = np.where(runs["usable"], "converged", "not converged")
+    row = scaling(runs)
+    assert_valid(row)
+    assert row["verdict"] == "reproduced" and row["numbers"]["usable_groups"] == 3
+    assert row["numbers"]["runs_excluded_not_converged"] == 1 and "m3 (not converged)" in row["evidence"]
+
+
+def test_check_row_requires_limits_for_data_rows() -> None:
+    with pytest.raises(AssocmemError, match="limits"):
+        claims.check_row("radius", "c", {}, "refuted", "e", "data", ours_tex="x")
+    row = claims.check_row("eq12", "c", {}, "corrected", "e", "corrected", ours_tex="x")
+    assert row["limits"] is None and row["quote"][0]["where"].startswith("§5")
+
+
+def test_literature_from_shipped_csv() -> None:
+    table = read_literature_csv()
+    assert table["source"].notna().all() and (table["source"].str.len() > 10).all()
+    row = literature(table)
+    assert_valid(row)
+    assert row["verdict"] == "corrected"
+    assert row["numbers"]["chinchilla_E_printed"] == 1.61 and row["numbers"]["chinchilla_E_hoffmann"] == 1.69
+    assert row["numbers"]["table2_rows"] == 6 and row["numbers"]["table2_all_above_1"] == 1
+
+
+def test_fig1_row() -> None:
+    row = fig1()
+    assert_valid(row)
+    assert row["numbers"]["minima_count.2d_proposed"] == 3
+    assert all(row["numbers"][f"proposed_minimum_distance_to_pattern_{i}"] <= 0.05 for i in range(3))
+    assert row["numbers"]["mchn_beta1_convexity_violation"] > 0
+
+
+def test_check_row_rejects_unknown_labels() -> None:
+    with pytest.raises(AssocmemError, match="verdict"):
+        claims.check_row("prop1", "c", {}, "maybe", "e", "derived", ours_tex="x")
+    with pytest.raises(AssocmemError, match="how"):
+        claims.check_row("prop1", "c", {}, "reproduced", "e", "vibes", ours_tex="x")
+    with pytest.raises(AssocmemError, match="no claim 'x' is registered"):
+        claims.check_row("x", "c", {}, "reproduced", "e", "derived", ours_tex="x")
+    assert claims.check_row("prop1", "c", {"a": np.inf, "b": np.True_}, "reproduced", "e", "data",
+                            ours_tex="x", limits="l")["numbers"] == {"a": None, "b": 1}

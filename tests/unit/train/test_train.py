@@ -1,0 +1,198 @@
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from helpers import make_token_dir
+
+from assocmem.errors import AssocmemError
+from assocmem.model import ModelConfig
+from assocmem.tokenstore import TokenStore, data_fingerprint
+from assocmem.train import (
+    IGNORE,
+    SequenceBatches,
+    TrainJob,
+    TrainSettings,
+    fixed_batches,
+    job_fingerprint,
+    load_model,
+    lr_at,
+    to_lm_batch,
+)
+
+
+def settings(**kw) -> TrainSettings:
+    base = dict(batch_size=4, micro_batch_size=None, max_steps=12, lr=3e-3, min_lr_ratio=0.1, warmup_steps=3,
+                weight_decay=0.01, beta1=0.9, beta2=0.99, grad_clip=1.0, eval_interval=4, eval_batches=1,
+                checkpoint_interval=5, device="cpu")
+    return TrainSettings(**{**base, **kw})
+
+
+def make_job(tmp_path, run_name="run", seed=3, **kw) -> TrainJob:
+    token_dir = tmp_path / "tokens"
+    if not token_dir.exists():
+        token_dir = make_token_dir(tmp_path, repeat=4)
+    train = TokenStore(token_dir, "train")
+    dev = TokenStore(token_dir, "dev")
+    s = settings(**kw)
+    cfg = ModelConfig(vocab_size=train.vocab_size, n_layer=1, d_model=16, n_head=2, d_ff=32, max_len=20)
+    return TrainJob(run_dir=tmp_path / run_name, model_config=cfg, settings=s,
+                    train_batches=SequenceBatches(train, 0, len(train), s.batch_size, seed=seed),
+                    eval_sets={"val": fixed_batches(dev, np.arange(len(dev)), 4)}, seed=seed, tokens_per_sequence=12,
+                    fingerprint=job_fingerprint(cfg, s, seed, data_fingerprint(train)))
+
+
+def test_lr_schedule():
+    s = settings(max_steps=100, warmup_steps=10, lr=1.0, min_lr_ratio=0.1)
+    assert lr_at(0, s) == pytest.approx(0.1)
+    assert lr_at(9, s) == pytest.approx(1.0)
+    assert lr_at(10, s) == pytest.approx(1.0)
+    assert lr_at(100, s) == pytest.approx(0.1)
+    assert lr_at(55, s) == pytest.approx(0.1 + 0.45 * (1 + math.cos(math.pi * 0.5)))
+
+
+def test_batches_are_step_deterministic_and_cover_epochs(tmp_path):
+    token_dir = make_token_dir(tmp_path)
+    store = TokenStore(token_dir, "train")
+    source = SequenceBatches(store, 0, 8, 4, seed=1)
+    assert torch.equal(source.batch(5)[0], source.batch(5)[0])
+    rows = source.rows(0) + source.rows(1)
+    assert sorted(rows) == list(range(8))  # one epoch visits every sequence once
+
+
+def test_lm_batch_masks_padding():
+    inputs, targets = to_lm_batch(np.array([[2, 5, 6, 3, 0, 0]]))
+    assert inputs.tolist() == [[2, 5, 6, 3, 0]]
+    assert targets.tolist() == [[5, 6, 3, IGNORE, IGNORE]]
+
+
+def test_training_reduces_loss_and_writes_outputs(tmp_path):
+    summary = make_job(tmp_path, max_steps=40, eval_interval=10).run()
+    metrics = pd.read_csv(tmp_path / "run" / "metrics.csv")
+    assert metrics["step"].tolist() == [10, 20, 30, 40]
+    assert metrics["train_loss"].iloc[-1] < metrics["train_loss"].iloc[0]
+    assert {"val_ce", "train_loss", "lr"} <= set(metrics.columns)
+    assert not {"tokens_per_s", "mfu"} & set(metrics.columns)  # wall-clock numbers live in timing.csv
+    timing = pd.read_csv(tmp_path / "run" / "timing.csv")
+    assert timing["step"].tolist() == [10, 20, 30, 40] and 0 < timing["mfu"].iloc[-1] < 1
+    assert summary["steps"] == 40 and summary["best_step"] in (10, 20, 30, 40) and not summary["stopped_early"]
+    assert not (tmp_path / "run" / "checkpoint.pt").exists()  # removed once model.pt is written
+    model = load_model(tmp_path / "run" / "model.pt")
+    assert model.num_parameters() == summary["n_params"]
+
+
+def test_eval_rows_are_the_final_models_per_row_losses_on_the_validation_batches(tmp_path):
+    """The convergence tolerance rests on these rows: their token-weighted mean is the final val CE."""
+    job = make_job(tmp_path, max_steps=8, eval_interval=4)
+    job.run()
+    rows = pd.read_parquet(tmp_path / "run" / "eval_rows.parquet")
+    model, (inputs, targets) = load_model(tmp_path / "run" / "model.pt"), job.eval_sets["val"][0]
+    with torch.no_grad():
+        log_probs = torch.log_softmax(model(inputs), dim=-1)
+    expected = [-sum(float(log_probs[r, i, t]) for i, t in enumerate(row) if t != IGNORE)
+                for r, row in enumerate(targets.tolist())]
+    np.testing.assert_allclose(rows["nll"].to_numpy()[:len(expected)], expected, rtol=1e-5)
+    assert rows["tokens"].tolist()[:len(expected)] == (targets != IGNORE).sum(dim=1).tolist()
+    assert rows["row"].tolist() == list(range(len(rows)))
+    final_val = pd.read_csv(tmp_path / "run" / "metrics.csv")["val_ce"].iloc[-1]
+    assert rows["nll"].sum() / rows["tokens"].sum() == pytest.approx(final_val, rel=1e-6)
+
+
+def test_killed_run_resumes_to_identical_result(tmp_path):
+    reference = make_job(tmp_path, "uninterrupted")
+    reference.run()
+
+    def kill_at_7(step: int) -> None:
+        if step == 7:
+            raise KeyboardInterrupt("simulated kill")
+
+    interrupted = make_job(tmp_path, "resumed")
+    with pytest.raises(KeyboardInterrupt):
+        interrupted.run(on_step=kill_at_7)
+    assert (tmp_path / "resumed" / "checkpoint.pt").exists()
+    assert not (tmp_path / "resumed" / "model.pt").exists()  # no complete-looking output after a kill
+    make_job(tmp_path, "resumed").run()
+    a = torch.load(tmp_path / "uninterrupted" / "model.pt", weights_only=True)["model"]
+    b = torch.load(tmp_path / "resumed" / "model.pt", weights_only=True)["model"]
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    ma = pd.read_csv(tmp_path / "uninterrupted" / "metrics.csv")
+    mb = pd.read_csv(tmp_path / "resumed" / "metrics.csv")
+    pd.testing.assert_frame_equal(ma[["step", "train_loss", "val_ce"]], mb[["step", "train_loss", "val_ce"]])
+
+
+def test_gradient_accumulation_matches_full_batch(tmp_path):
+    make_job(tmp_path, "full", max_steps=5).run()
+    make_job(tmp_path, "micro", max_steps=5, micro_batch_size=2).run()
+    a = torch.load(tmp_path / "full" / "model.pt", weights_only=True)["model"]
+    b = torch.load(tmp_path / "micro" / "model.pt", weights_only=True)["model"]
+    assert all(torch.allclose(a[k], b[k], atol=1e-5) for k in a)
+
+
+def test_corrupt_checkpoint_is_logged_and_the_run_starts_fresh(tmp_path, caplog):
+    make_job(tmp_path, "fresh").run()
+    job = make_job(tmp_path)
+    job.run_dir.mkdir(parents=True)
+    (job.run_dir / "checkpoint.pt").write_bytes(b"garbage")
+    job.run()
+    assert "checkpoint.pt is unreadable" in caplog.text
+    a = torch.load(tmp_path / "fresh" / "model.pt", weights_only=True)["model"]
+    b = torch.load(tmp_path / "run" / "model.pt", weights_only=True)["model"]
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def kill_at(step_to_kill: int):
+    def hook(step: int) -> None:
+        if step == step_to_kill:
+            raise KeyboardInterrupt("simulated kill")
+    return hook
+
+
+@pytest.mark.parametrize("change", [{"lr": 1e-3}, {"max_steps": 16}, {"seed": 4}])
+def test_a_checkpoint_of_another_config_is_never_resumed(tmp_path, caplog, change):
+    """Kill a run, change lr / max_steps / seed, rerun in the same directory: the result equals a fresh run."""
+    with pytest.raises(KeyboardInterrupt):
+        make_job(tmp_path, "run").run(on_step=kill_at(7))
+    for name in ("run", "fresh"):
+        make_job(tmp_path, name, **change).run()
+    assert "written for another configuration" in caplog.text
+    a = torch.load(tmp_path / "fresh" / "model.pt", weights_only=True)["model"]
+    b = torch.load(tmp_path / "run" / "model.pt", weights_only=True)["model"]
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_early_stopping_stops_after_patience_and_resumes_the_same(tmp_path):
+    from assocmem.train import early_stop_reached
+
+    rows = [{"val_ce": v} for v in (3.0, 2.5, 2.6, 2.55, 2.7)]
+    assert early_stop_reached(rows[:4], patience=2, min_delta=0.0)  # 2.6, 2.55: no gain on 2.5
+    assert not early_stop_reached(rows[:4], patience=3, min_delta=0.0)
+    assert early_stop_reached(rows, patience=3, min_delta=0.0)
+    assert not early_stop_reached(rows, patience=None, min_delta=0.0)
+    assert early_stop_reached([{"val_ce": 3.0}, {"val_ce": 2.99}], patience=1, min_delta=0.05)
+    summary = make_job(tmp_path, "es", max_steps=400, eval_interval=4, lr=0.05,
+                       early_stopping_patience=2).run()
+    assert summary["stopped_early"] and summary["steps"] < 400
+    metrics = pd.read_csv(tmp_path / "es" / "metrics.csv")
+    assert metrics["step"].iloc[-1] == summary["steps"]
+    assert metrics["val_ce"].iloc[-2:].min() > metrics["val_ce"].iloc[:-2].min()
+
+
+def test_model_files_are_byte_identical_across_runs(tmp_path):
+    make_job(tmp_path, "a").run()
+    make_job(tmp_path, "b").run()
+    assert (tmp_path / "a" / "model.pt").read_bytes() == (tmp_path / "b" / "model.pt").read_bytes()
+
+
+def test_missing_and_corrupt_model_files_are_named(tmp_path):
+    with pytest.raises(AssocmemError, match="model file not found.*none.pt"):
+        load_model(tmp_path / "none.pt")
+    make_job(tmp_path).run()
+    path = tmp_path / "run" / "model.pt"
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(AssocmemError, match=r"cannot read model .*model.pt: truncated or corrupt"):
+        load_model(path)
+    path.write_bytes(data[:100] + bytes(b ^ 0x55 for b in data[100:200]) + data[200:])
+    with pytest.raises(AssocmemError, match=r"cannot read model .*model.pt"):
+        load_model(path)
