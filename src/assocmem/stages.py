@@ -30,7 +30,7 @@ def generate_data(params: dict[str, Any], out_dir: Path) -> str:
 
 def data_audit(params: dict[str, Any], raw_dir: Path, floor_out: Path, compare_out: Path) -> str:
     """Entropy floors of the generator and of McCoy's real files; fidelity of our data to McCoy's."""
-    from assocmem.qf.fit import audit_reference
+    from assocmem.qf.audit import audit_reference
     from assocmem.qf.floor import audit_floors
 
     floors = audit_floors(params, raw_dir)

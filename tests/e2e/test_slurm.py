@@ -1,6 +1,6 @@
 """Workflows on a real single-node SLURM cluster (tests/slurm/cluster_up.sh), driven through the profile.
 
-Opt-in (it starts daemons and takes minutes): ``pytest -m slurm tests/test_slurm.py`` or
+Opt-in (it starts daemons and takes minutes): ``pytest -m slurm tests/e2e/test_slurm.py`` or
 ASSOCMEM_SLURM_TESTS=1. Skips with the reason when the machine cannot host the cluster (not root,
 no apt-get, packages not installable). The cluster is always torn down, by PID files, never by name.
 """

@@ -302,7 +302,7 @@ def _heldout_table_rows(label: str, fidelity: dict) -> list[list]:
 
 
 def fidelity_table(audit: dict) -> list[list]:
-    """Rows of the report's fidelity table from the data_audit's compare.json (see qf.fit.audit_reference):
+    """Rows of the report's fidelity table from the data_audit's compare.json (see qf.audit.audit_reference):
     held-out on the configured reference (else the shipped fit-time numbers), the gen table's held-out
     check, and the direct comparison with a configured reference (flagged when it is in-sample)."""
     shipped = audit["shipped_fit"]

@@ -28,7 +28,7 @@ the expected number of distinct sentences of a template is K (1 - (1 - p_t/K)^M)
 the few small templates (the 2,808 four-word sentences are all drawn within ~100k draws). We take each
 pool's marginal as w_c proportional to that expectation, with M solved so the expected pool size equals
 the requested size. Approximation error: (i) using expected counts for realized ones is O(1/pool size);
-``tests/test_floor.py`` checks the Monte Carlo mean of -log q over a generated pool against the value
+``tests/unit/qf/test_floor.py`` checks the Monte Carlo mean of -log q over a generated pool against the value
 within 4 standard errors. (ii) A model that has memorised the other pool members could also exclude
 them; ``exclusion_bound_nats_per_token`` = sum_c w_c log(K_c / (K_c - u_c + 1)) / E[tokens] bounds what
 that knowledge can save (u_c = expected distinct sentences in the cell). Without dedupe the value is exact.
@@ -48,7 +48,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -57,17 +56,7 @@ from scipy.optimize import brentq
 
 from assocmem.errors import AssocmemError
 from assocmem.qf.generate import DEFAULT_SIZES, P_QUEST, QFExample
-from assocmem.qf.grammar import (
-    QUESTION_GRAMMAR,
-    Lexicon,
-    Rule,
-    Template,
-    build_lexicon,
-    enumerate_templates,
-    question_lexicon,
-    question_templates,
-    template_of,
-)
+from assocmem.qf.grammar import Lexicon, Template, question_lexicon, template_of
 from assocmem.qf.weights import QFDistribution, distribution, gen_quota_sizes, rc_group, read_fitted
 
 IID_SPLITS = ("train", "dev", "test")
@@ -273,53 +262,6 @@ def entropy_floor(split: str = "train", *, n_train: int = DEFAULT_SIZES["train"]
         result.update(exclusion_bound_nats_per_token=saved / tokens,
                       no_dedupe_floor_nats_per_token=plain["floor_nats_per_token"])
     return result
-
-
-def derivation_neg_logprob(template: Template, task: str, split: str,
-                           grammar: tuple[Rule, ...] = QUESTION_GRAMMAR) -> float:
-    """-log p(sentence, task | split) under a grammar's printed weights, without dedupe, along the derivation.
-
-    = -(sum of rule log-probabilities) + (sum of log word counts) - log P(task) + log P(accept). Gen-filter
-    rejects are excluded by the acceptance probability; admitted sentences keep their PCFG odds.
-    """
-    rule_logp = _rule_logprobs(grammar)
-    lexicon = _grammar_tables(grammar)[1]
-    word_logcount = sum(math.log(len(lexicon.words[s])) for s in template.symbols if s in lexicon.words)
-    task_logp = math.log(P_QUEST if task == "quest" else 1 - P_QUEST)
-    return (-sum(rule_logp[i] for i in template.rule_ids) + word_logcount - task_logp
-            + math.log(acceptance_probability(split, grammar)))
-
-
-@cache
-def _rule_logprobs(grammar: tuple[Rule, ...]) -> tuple[float, ...]:
-    totals: dict[str, float] = {}
-    for rule in grammar:
-        totals[rule.lhs] = totals.get(rule.lhs, 0.0) + rule.weight
-    return tuple(math.log(rule.weight / totals[rule.lhs]) for rule in grammar)
-
-
-@cache
-def acceptance_probability(split: str, grammar: tuple[Rule, ...] = QUESTION_GRAMMAR) -> float:
-    """P(a stream draw lands in the split's pool), without dedupe."""
-    return sum(c.pcfg_mass for c in split_cells(*_grammar_tables(grammar), split))
-
-
-def _grammar_tables(grammar: tuple[Rule, ...]) -> tuple[tuple[Template, ...], Lexicon]:
-    if grammar is QUESTION_GRAMMAR:
-        return question_templates(), question_lexicon()
-    return enumerate_templates(grammar), build_lexicon(grammar)
-
-
-def cell_neg_logprobs(cells: list[Cell]) -> dict[tuple[tuple[str, ...], str], float]:
-    """(template symbols, task) -> -log q(sentence, task) for any sentence of that cell."""
-    return {(c.template.symbols, c.task): -math.log(c.weight / c.n_sentences) for c in cells if c.weight > 0}
-
-
-def example_neg_logprob(example: QFExample, table: dict[tuple[tuple[str, ...], str], float]) -> float:
-    """-log q(example) from :func:`cell_neg_logprobs`; inf when the split cannot contain the example."""
-    owner = question_lexicon().owner
-    symbols = tuple(owner.get(w, w) for w in example.words)
-    return table.get((symbols, example.task), math.inf)
 
 
 def split_floors(sizes: dict[str, int], weights: str | QFDistribution = "fitted") -> dict:

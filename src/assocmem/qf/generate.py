@@ -86,11 +86,6 @@ def lm_tokens(example: QFExample) -> list[str]:
     return [SOS, *example.source, *example.target, EOS]
 
 
-def n_predicted_tokens(example: QFExample) -> int:
-    """Number of tokens the LM loss counts for this example (all but ``<sos>``)."""
-    return len(example.source) + len(example.target) + 1
-
-
 def target_words(words: tuple[str, ...], task: str, template: Template) -> tuple[str, ...]:
     """Output for ``words`` (ending in '.'): the sentence itself, or the question."""
     if task == "decl":

@@ -2,8 +2,8 @@
 
 ``QUESTION_GRAMMAR`` mirrors ``cfgs/question.gr`` of tommccoy1/rnn-hierarchical-biases rule for rule, in
 file order (weight, left-hand side, right-hand side). Weights are relative within a left-hand side. The
-package never reads the ``.gr`` file at runtime; ``tests/test_qf_generate.py`` checks that this table equals
-the shared copy of the file.
+package never reads the ``.gr`` file at runtime; ``tests/unit/qf/test_qf_generate.py`` parses the shared copy
+of the file and checks that this table equals it.
 
 The grammar is non-recursive, so every derivation can be enumerated. A *template* is the sequence of
 preterminals (plus the literal ``.``) that a derivation yields; a sentence is obtained from its template by
@@ -144,26 +144,6 @@ OBJECT_SYMBOL = "NP_O"
 RC_PREFIX = "RC_"
 AUX_PREFIX = "Aux_"
 PREP_SYMBOL = "Prep"
-
-
-def parse_grammar_text(text: str, source: str = "<grammar>") -> tuple[Rule, ...]:
-    """Parse McCoy's ``.gr`` format: ``weight<TAB>LHS<TAB>RHS``; blank lines are skipped.
-
-    Trailing whitespace (``question.gr`` has a trailing tab on one line) is ignored.
-    """
-    rules = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        fields = line.rstrip().split("\t")
-        if len(fields) != 3 or not fields[2].split():
-            raise AssocmemError(f"{source}:{number}: expected 'weight<TAB>LHS<TAB>RHS', got {line!r}")
-        try:
-            weight = float(fields[0])
-        except ValueError as err:
-            raise AssocmemError(f"{source}:{number}: bad weight {fields[0]!r}") from err
-        rules.append(Rule(weight, fields[1].strip(), tuple(fields[2].split())))
-    return tuple(rules)
 
 
 @dataclass(frozen=True)

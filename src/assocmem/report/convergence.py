@@ -24,7 +24,6 @@ limit is stated in the report.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -130,10 +129,3 @@ def assess_with_noise(run: str, metrics: pd.DataFrame, row_nll: np.ndarray, row_
 def pretrained(run: str) -> Convergence:
     return Convergence(run, PRETRAINED, reason="pretrained weights: trained elsewhere, assumed saturated as in "
                                                "the paper's Assumption 1")
-
-
-def split_usable(statuses: dict[str, Convergence], labels: Sequence[str]) -> tuple[list[str], list[str]]:
-    """(usable labels, excluded labels with their status) in the given order."""
-    usable = [label for label in labels if statuses[label].usable]
-    excluded = [f"{label} ({statuses[label].status})" for label in labels if not statuses[label].usable]
-    return usable, excluded

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from assocmem.report import convergence
 from assocmem.report.artifacts import Experiment, Run, load_experiments
@@ -107,7 +106,3 @@ class Evidence:
     def with_floor(self) -> list[Experiment]:
         """Experiments whose data has an exact entropy floor and that trained something (runs or a sweep)."""
         return [exp for exp in self.experiments if exp.floor is not None and (exp.trained_runs or exp.sweep_runs)]
-
-
-def frame_or_empty(rows: list[dict[str, Any]], columns: list[str]) -> pd.DataFrame:
-    return pd.DataFrame(rows) if rows else pd.DataFrame(columns=columns)

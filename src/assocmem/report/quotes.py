@@ -8,7 +8,8 @@ with formulas as ``$...$`` LaTeX. Each :class:`Quote` holds a passage of both, c
 character. A quote may skip text: its fragments are joined by :data:`ELLIPSIS`, and each fragment occurs
 verbatim, in order, in its source (whitespace aside); for the LaTeX source the fragments keep the LaTeX form of
 each formula and drop its Unicode and spoken copies. ``note`` says how the two texts differ where they do.
-The quote tests check every fragment of every registered claim against both files.
+The quote tests (``tests/unit/report/test_quotes.py``) check every fragment of every registered claim against
+both files.
 
 Section and equation numbers are those of the supplied text: Sec. 6 holds the experiments, App. B the energy
 properties (B.1 proves Prop. 2), App. C the proofs of Sec. 5 (C.1 Prop. 4, C.2 eq. (12) and Lemma 5), App. D
@@ -39,28 +40,6 @@ class Quote:
         if self.note:
             out["note"] = self.note
         return out
-
-
-def fragments(text: str) -> list[str]:
-    """The verbatim pieces of a quote (split at the elisions)."""
-    return [piece for piece in text.split(ELLIPSIS.strip()) if piece.strip()]
-
-
-def normalise_whitespace(text: str) -> str:
-    """Collapse every run of whitespace (including non-breaking spaces) to one space."""
-    return " ".join(text.split())
-
-
-def occurs_in_order(quote: str, source: str) -> bool:
-    """True iff every fragment of ``quote`` occurs in ``source`` after the previous one (whitespace-normalised)."""
-    text = normalise_whitespace(source)
-    position = 0
-    for piece in fragments(quote):
-        found = text.find(normalise_whitespace(piece), position)
-        if found < 0:
-            return False
-        position = found + len(normalise_whitespace(piece))
-    return True
 
 
 PROP1 = (

@@ -60,12 +60,6 @@ class ParametricFit:
         return self.E + self.A / n**self.alpha + self.B / d**self.beta
 
 
-def parametric_loss(n_params: np.ndarray, n_tokens: np.ndarray, E: float, A: float, alpha: float, B: float,
-                    beta: float) -> np.ndarray:
-    """L(N, D) = E + A / N^alpha + B / D^beta."""
-    return ParametricFit(E, A, alpha, B, beta, 0.0).predict(n_params, n_tokens)
-
-
 def _terms(theta: np.ndarray, log_n: np.ndarray, log_d: np.ndarray) -> np.ndarray:
     """(..., 3, points): the three log-terms a - alpha log N, b - beta log D, e for parameter rows ``theta``."""
     a, b, e, alpha, beta = np.moveaxis(np.atleast_2d(theta), -1, 0)
@@ -93,23 +87,35 @@ def _grid_objective(starts: np.ndarray, log_n: np.ndarray, log_d: np.ndarray, lo
 
 
 # Hoffmann et al.'s grid, finer at small exponents and scales: with their coarser one the 8-16 best starts can all
-# sit in a basin where a slowly decaying term is absorbed into E (found by tests/test_scaling.py).
+# sit in a basin where a slowly decaying term is absorbed into E (found by tests/unit/report/test_scaling_fit.py).
 START_GRID = {"a": (0.0, 2.5, 5.0, 10.0, 15.0, 20.0), "b": (0.0, 2.5, 5.0, 10.0, 15.0, 20.0),
               "e": (-1.0, -0.5, 0.0, 0.5, 1.0), "alpha": (0.1, 0.25, 0.5, 0.75, 1.0, 1.5),
               "beta": (0.1, 0.25, 0.5, 0.75, 1.0, 1.5)}
 
 
+def _diverse_starts(starts: np.ndarray, values: np.ndarray, keep: int | None) -> np.ndarray:
+    """The ``keep`` best starting points with distinct exponents (alpha, beta): the best (a, b, e) of each exponent
+    pair, pairs ranked by it. The plain ``keep`` best can all share one exponent pair's basin, whose optimum trades
+    a slowly decaying term for E (found by tests/unit/report/test_scaling_fit.py: beta 0.3 fitted as 0.24 with E
+    0.034 low, at 2.4x the Huber loss of the truth; with the 16 best pairs another surface still fitted beta 0.3 as
+    0.42, so the point fit tries every pair)."""
+    order = np.argsort(values, kind="stable")
+    _, first = np.unique(starts[order][:, 3:], axis=0, return_index=True)
+    return starts[order[np.sort(first)[:keep]]]
+
+
 def fit_parametric(n_params: np.ndarray, n_tokens: np.ndarray, loss: np.ndarray, *, delta: float = HUBER_DELTA,
-                   grid: dict[str, tuple[float, ...]] | None = None, keep: int = 16) -> ParametricFit:
+                   grid: dict[str, tuple[float, ...]] | None = None, keep: int | None = None) -> ParametricFit:
     """Hoffmann et al.'s approach 3. The objective is evaluated on the whole start grid, and L-BFGS-B is run from
-    the ``keep`` best starting points; the best optimum wins."""
+    the best starting point of each of the ``keep`` best exponent pairs (None: every pair); the best optimum
+    wins."""
     log_n, log_d, log_l = (np.log(np.asarray(x, dtype=float)) for x in (n_params, n_tokens, loss))
     if len(log_l) < 5:
         raise AssocmemError(f"the parametric fit has 5 parameters and needs at least 5 cells, got {len(log_l)}")
     starts = np.array(list(itertools.product(*(grid or START_GRID).values())))
     values = _grid_objective(starts, log_n, log_d, log_l, delta)
     best = None
-    for theta in starts[np.argsort(values)[:keep]]:
+    for theta in _diverse_starts(starts, values, keep):
         result = optimize.minimize(_objective, theta, args=(log_n, log_d, log_l, delta), jac=True,
                                    method="L-BFGS-B", bounds=[(None, None)] * 3 + [(0.0, 5.0)] * 2)
         if best is None or result.fun < best.fun:

@@ -156,25 +156,7 @@ def prop1_unsquared_counterexample() -> dict[str, float]:
     return {"distance": 2.0, "energy": energy, "g_unsquared": 2.0, "violation": energy - 2.0}
 
 
-def lemma3_strictness(values: np.ndarray) -> dict[str, bool]:
-    """Lemma 3 on one vector: min - log n <= -LSE(-x) < min. Which sides are strict / attained?
-
-    The upper side is strict iff n >= 2 (for n = 1 it is an equality, so Lemma 2/3's strict '<' fails);
-    the lower side is attained iff all entries are equal (e.g. d duplicated patterns).
-    """
-    values = np.asarray(values, dtype=np.float64).ravel()
-    soft_min = -float(_lse_rows(-values[None, :])[0])
-    low = float(values.min()) - np.log(values.size)
-    return {"upper_strict": values.size >= 2, "lower_attained": bool(np.all(values == values[0])),
-            "soft_min": soft_min, "lower_bound": low, "upper_bound": float(values.min())}
-
-
 # ---------------------------------------------------------------- Propositions 2 and 3
-
-def prop2_deviation(terms: EnergyTerms) -> np.ndarray:
-    """|E(x) - (2 E_MCHN^{beta=2}(x) - log d)|, to be compared with ``terms.norm_spread``."""
-    return np.abs(prop2_signed_gap(terms))
-
 
 def prop2_signed_gap(terms: EnergyTerms) -> np.ndarray:
     """E(x) - (2 E_MCHN^{beta=2}(x) - log d), which always lies in [-spread, 0] (see prop2_sharp_bounds)."""

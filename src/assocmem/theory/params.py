@@ -93,10 +93,3 @@ def n_over_d_squared(n_params: float, n_tokens: float) -> float:
     if n_tokens <= 0:
         raise AssocmemError(f"n_tokens must be positive, got {n_tokens}")
     return n_params / (n_tokens * n_tokens)
-
-
-def paper_eq2(n_layer: int, d_emb: int, t_max: int, n_samples: int, a: float) -> dict[str, float]:
-    """Eq. (2): N ~= A l d_emb^2 = (A l d_emb / T_max) n with n = T_max d_emb, and D ~= T_max d."""
-    n_dim = t_max * d_emb
-    return {"N": a * n_layer * d_emb**2, "n": float(n_dim), "N_via_n": a * n_layer * d_emb / t_max * n_dim,
-            "D": float(t_max * n_samples)}

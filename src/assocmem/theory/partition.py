@@ -13,7 +13,7 @@ All functions return natural logarithms; nothing here underflows at n = 1024, r 
 from __future__ import annotations
 
 import numpy as np
-from scipy import special, stats
+from scipy import special
 
 from assocmem.errors import AssocmemError
 
@@ -83,13 +83,6 @@ def log_ball_volume(n: int | np.ndarray, r: float | np.ndarray) -> np.ndarray:
     return log_gaussian_total_mass(n_arr) + n_arr * np.log(r) - special.gammaln(n_arr / 2.0 + 1.0)
 
 
-def lemma5_log_bounds(n: int | np.ndarray, r: float | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Lemma 5 as printed: (r^n / n) e^{-r} <= gamma(n, r) <= r^n / n, returned as logs (lower, upper)."""
-    n_arr = np.asarray(n, dtype=np.float64)
-    upper = n_arr * np.log(r) - np.log(n_arr)
-    return upper - np.asarray(r, dtype=np.float64), upper
-
-
 def printed_ball_log_bounds(n: int | np.ndarray, r: float | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The bounds the paper derives from Lemma 5: e^{-r} V_n(r) <= I_n(r) <= V_n(r) (logs)."""
     log_volume = log_ball_volume(n, r)
@@ -124,43 +117,6 @@ def log_partition_printed_bounds(n: int, r: float, n_patterns: int) -> tuple[flo
     """Eq. (14) as printed, for any r: d V_n(r) e^{-r} <= Z_t <= d V_n(r) (logs)."""
     low, high = printed_ball_log_bounds(n, r)
     return float(np.log(n_patterns) + low), float(np.log(n_patterns) + high)
-
-
-def log_partition_lse_bounds(n: int, r: float, n_patterns: int) -> tuple[float, float]:
-    """If Z_t integrates exp(-E_t) (the LogSumExp energy) instead of exp(-g_t) over Omega, then
-    exp(-g) <= exp(-E) <= d exp(-g) gives log Z_nn <= log Z_lse <= log Z_nn + log d."""
-    low = log_partition(n, r, n_patterns)
-    return low, low + float(np.log(n_patterns))
-
-
-def log_offcenter_ball_integral(n: int, r: float, offset: float | np.ndarray) -> np.ndarray:
-    """log int_{||x - c|| <= r} exp(-||x - c'||^2) dx with ||c - c'|| = offset.
-
-    exp(-||x - c'||^2) = pi^{n/2} * density of N(c', I/2), so the integral is
-    pi^{n/2} Pr(noncentral chi^2_n(lambda = 2 offset^2) <= 2 r^2).
-    """
-    offset_arr = np.atleast_1d(np.asarray(offset, dtype=np.float64))
-    central = np.full(offset_arr.shape, float(log_ball_integral(n, r)))
-    nonzero = offset_arr > 0
-    if np.any(nonzero):
-        tail = stats.ncx2.logcdf(2.0 * r * r, df=n, nc=2.0 * offset_arr[nonzero] ** 2)
-        central[nonzero] = log_gaussian_total_mass(n) + tail
-    return central if np.ndim(offset) else central.reshape(())
-
-
-def log_partition_lse_exact(patterns: np.ndarray, radius: float) -> float:
-    """log int_Omega exp(-E(x)) dx for E the LogSumExp energy and Omega a union of DISJOINT equal balls.
-
-    O(d^2) noncentral-chi^2 evaluations: meant for small d (tests, low-dimensional checks).
-    """
-    pts = np.asarray(patterns, dtype=np.float64)
-    if pts.ndim != 2:
-        raise AssocmemError(f"patterns: expected (d, n), got shape {pts.shape}")
-    separation = np.sqrt(np.maximum(((pts[:, None, :] - pts[None, :, :]) ** 2).sum(-1), 0.0))
-    off_diagonal = separation[~np.eye(len(pts), dtype=bool)]
-    if off_diagonal.size and off_diagonal.min() < 2 * radius:
-        raise AssocmemError(f"balls of radius {radius} overlap (min separation {off_diagonal.min():.4g})")
-    return float(special.logsumexp(log_offcenter_ball_integral(pts.shape[1], radius, separation.ravel())))
 
 
 def eq12_table(dims: tuple[int, ...] = (512, 768, 1024), radii: tuple[float, ...] = tuple(range(1, 31))

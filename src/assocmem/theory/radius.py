@@ -17,7 +17,6 @@ from __future__ import annotations
 import numpy as np
 from scipy import optimize, special
 
-from assocmem.errors import AssocmemError
 from assocmem.theory.partition import log_ball_integral, log_gaussian_total_mass
 
 
@@ -50,28 +49,6 @@ def radius_unit_partition(n: int, n_patterns: int) -> float:
     while excess(high) <= 0:
         high *= 2.0
     return float(optimize.brentq(excess, 1e-12, high, xtol=1e-13, rtol=1e-13))
-
-
-def nn_distance_summary(distances: np.ndarray, d_emb: int, t_max: int | None = None) -> dict[str, float]:
-    """Mean/median nearest-neighbour distance and their ratios to r* and 2 r*.
-
-    Disjoint balls of radius r around the patterns force NN distances >= 2r, so NN/2 is the packing-radius
-    estimate the paper compares with r*. Both readings of n are reported when ``t_max`` is given.
-    """
-    values = np.asarray(distances, dtype=np.float64).ravel()
-    if values.size == 0 or not np.all(np.isfinite(values)) or np.any(values < 0):
-        raise AssocmemError("distances: need a non-empty array of finite, non-negative values")
-    mean, median = float(values.mean()), float(np.median(values))
-    out = {"count": float(values.size), "mean": mean, "median": median}
-    readings = {"emb": d_emb} if t_max is None else {"emb": d_emb, "seq": d_emb * t_max}
-    for label, n in readings.items():
-        r_star = radius_star(n)
-        out[f"n_{label}"] = float(n)
-        out[f"r_star_{label}"] = r_star
-        out[f"mean_over_2r_star_{label}"] = mean / (2 * r_star)
-        out[f"median_over_2r_star_{label}"] = median / (2 * r_star)
-        out[f"half_median_over_r_star_{label}"] = median / 2 / r_star
-    return out
 
 
 def log_patterns_for_unit_partition(n: int, radius: float | None = None) -> float:

@@ -135,8 +135,8 @@ def test_noise_draws_are_tv_distances(counts: list[int], n_ref: int, seed: int) 
 
 
 def test_fidelity_table_without_reference_shows_the_shipped_numbers(tmp_path: Path) -> None:
+    from assocmem.qf.audit import audit_reference
     from assocmem.qf.compare import FIDELITY_TABLE_HEADER, fidelity_table
-    from assocmem.qf.fit import audit_reference
 
     audit = audit_reference(tmp_path / "unused.train", {"reference_dev": None, "source": "generate",
                                                         "grammar_weights": "fitted"})

@@ -4,29 +4,39 @@ from __future__ import annotations
 
 import itertools
 import math
+from functools import cache
 from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from qf_oracles import n_predicted_tokens
 
 from assocmem.errors import AssocmemError
 from assocmem.qf.floor import (
     EOS_CONVENTION,
-    acceptance_probability,
-    cell_neg_logprobs,
-    derivation_neg_logprob,
+    Cell,
     entropy_floor,
     estimator_bias,
-    example_neg_logprob,
     miller_madow_entropy,
     plugin_floor_estimate,
+    split_cells,
     split_distribution,
     split_floors,
 )
-from assocmem.qf.generate import generate_splits, n_predicted_tokens, parse_line, passes_gen_filter
-from assocmem.qf.grammar import Rule, build_lexicon, enumerate_templates, template_of
+from assocmem.qf.generate import P_QUEST, QFExample, generate_splits, parse_line, passes_gen_filter
+from assocmem.qf.grammar import (
+    QUESTION_GRAMMAR,
+    Lexicon,
+    Rule,
+    Template,
+    build_lexicon,
+    enumerate_templates,
+    question_lexicon,
+    question_templates,
+    template_of,
+)
 from assocmem.qf.weights import distribution, gen_quota_sizes, published_distribution, rc_group
 
 
@@ -47,6 +57,59 @@ def _grammar(np_weights: tuple[float, float] = (3, 1), n_det: int = 2, n_verbs: 
     rules += [Rule(1, "Det", (f"d{i}",)) for i in range(n_det)]
     rules += [Rule(1, "V_intrans", (f"v{i}",)) for i in range(n_verbs)]
     return tuple(rules)
+
+
+# --- oracles: -log q of one sequence, from its derivation or from the cell table ----------------------------
+
+
+def derivation_neg_logprob(template: Template, task: str, split: str,
+                           grammar: tuple[Rule, ...] = QUESTION_GRAMMAR) -> float:
+    """-log p(sentence, task | split) under a grammar's printed weights, without dedupe, along the derivation.
+
+    = -(sum of rule log-probabilities) + (sum of log word counts) - log P(task) + log P(accept). Gen-filter
+    rejects are excluded by the acceptance probability; admitted sentences keep their PCFG odds.
+    """
+    rule_logp = _rule_logprobs(grammar)
+    lexicon = _grammar_tables(grammar)[1]
+    word_logcount = sum(math.log(len(lexicon.words[s])) for s in template.symbols if s in lexicon.words)
+    task_logp = math.log(P_QUEST if task == "quest" else 1 - P_QUEST)
+    return (-sum(rule_logp[i] for i in template.rule_ids) + word_logcount - task_logp
+            + math.log(acceptance_probability(split, grammar)))
+
+
+@cache
+def _rule_logprobs(grammar: tuple[Rule, ...]) -> tuple[float, ...]:
+    totals: dict[str, float] = {}
+    for rule in grammar:
+        totals[rule.lhs] = totals.get(rule.lhs, 0.0) + rule.weight
+    return tuple(math.log(rule.weight / totals[rule.lhs]) for rule in grammar)
+
+
+@cache
+def acceptance_probability(split: str, grammar: tuple[Rule, ...] = QUESTION_GRAMMAR) -> float:
+    """P(a stream draw lands in the split's pool), without dedupe."""
+    return sum(c.pcfg_mass for c in split_cells(*_grammar_tables(grammar), split))
+
+
+def _grammar_tables(grammar: tuple[Rule, ...]) -> tuple[tuple[Template, ...], Lexicon]:
+    if grammar is QUESTION_GRAMMAR:
+        return question_templates(), question_lexicon()
+    return enumerate_templates(grammar), build_lexicon(grammar)
+
+
+def cell_neg_logprobs(cells: list[Cell]) -> dict[tuple[tuple[str, ...], str], float]:
+    """(template symbols, task) -> -log q(sentence, task) for any sentence of that cell."""
+    return {(c.template.symbols, c.task): -math.log(c.weight / c.n_sentences) for c in cells if c.weight > 0}
+
+
+def example_neg_logprob(example: QFExample, table: dict[tuple[tuple[str, ...], str], float]) -> float:
+    """-log q(example) from :func:`cell_neg_logprobs`; inf when the split cannot contain the example."""
+    owner = question_lexicon().owner
+    symbols = tuple(owner.get(w, w) for w in example.words)
+    return table.get((symbols, example.task), math.inf)
+
+
+# --- exact floors: hand-computed, brute force, derivations, Monte Carlo ------------------------------------
 
 
 def test_hand_computed_tiny_grammar() -> None:

@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 
 from assocmem.errors import AssocmemError
 from assocmem.io import sha256_file
+from assocmem.qf.audit import audit_reference
 from assocmem.qf.fit import (
     FIDELITY_THRESHOLD,
-    audit_reference,
     censored_subject_mle,
     fit_distribution,
     fit_gen_table,

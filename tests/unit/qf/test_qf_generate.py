@@ -12,6 +12,7 @@ import pytest
 from helpers import SHARED
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from qf_oracles import n_predicted_tokens
 from scipy.stats import chisquare
 
 from assocmem.errors import AssocmemError
@@ -23,7 +24,6 @@ from assocmem.qf.generate import (
     generate_qf,
     generate_splits,
     lm_tokens,
-    n_predicted_tokens,
     parse_line,
     passes_gen_filter,
     read_qf,
@@ -31,8 +31,8 @@ from assocmem.qf.generate import (
 )
 from assocmem.qf.grammar import (
     QUESTION_GRAMMAR,
+    Rule,
     enumerate_templates,
-    parse_grammar_text,
     question_lexicon,
     question_templates,
     template_of,
@@ -52,6 +52,26 @@ def qf_small_splits(request: pytest.FixtureRequest) -> dict[str, list[QFExample]
 
 
 # --- grammar --------------------------------------------------------------------------------------
+
+
+def parse_grammar_text(text: str, source: str = "<grammar>") -> tuple[Rule, ...]:
+    """Parse McCoy's ``.gr`` format: ``weight<TAB>LHS<TAB>RHS``; blank lines are skipped.
+
+    Trailing whitespace (``question.gr`` has a trailing tab on one line) is ignored.
+    """
+    rules = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        fields = line.rstrip().split("\t")
+        if len(fields) != 3 or not fields[2].split():
+            raise AssocmemError(f"{source}:{number}: expected 'weight<TAB>LHS<TAB>RHS', got {line!r}")
+        try:
+            weight = float(fields[0])
+        except ValueError as err:
+            raise AssocmemError(f"{source}:{number}: bad weight {fields[0]!r}") from err
+        rules.append(Rule(weight, fields[1].strip(), tuple(fields[2].split())))
+    return tuple(rules)
 
 
 @pytest.mark.skipif(not (QF_SHARED / "question.gr").is_file(), reason="../shared question.gr absent")

@@ -94,6 +94,5 @@ def test_assess_with_noise_uses_the_rows_standard_error() -> None:
     ce, se = cv.ratio_standard_error(sums, counts)
     assert result.tolerance == pytest.approx(se) and result.recomputed_val_ce == pytest.approx(ce)
     assert result.eval_rows == 3 and result.eval_tokens == 8 and result.status == cv.CONVERGED
-    assert cv.split_usable({"m": result, "p": cv.pretrained("p")}, ["m", "p"]) == (["m", "p"], [])
 
 

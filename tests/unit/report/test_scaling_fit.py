@@ -8,13 +8,13 @@ from hypothesis import strategies as st
 
 from assocmem.errors import AssocmemError
 from assocmem.report.scaling_fit import (
+    ParametricFit,
     analyse,
     boundary_points,
     extreme_boundary,
     fit_boundary,
     fit_parametric,
     inverted_u,
-    parametric_loss,
 )
 
 N_GRID = np.geomspace(2e4, 2e6, 6)
@@ -38,7 +38,7 @@ def test_parametric_fit_recovers_the_irreducible_loss(floor, alpha, beta, corner
     off and no fit can pin E down; the report's bootstrap interval shows that width."""
     truth = {"E": floor, "A": corner_n * N_GRID[-1] ** alpha, "alpha": alpha, "B": corner_d * D_GRID[-1] ** beta,
              "beta": beta}
-    cells = grid_cells(lambda n, d: parametric_loss(n, d, **truth), noise=0.002, rng_seed=noise_seed)
+    cells = grid_cells(ParametricFit(**truth, objective=0.0).predict, noise=0.002, rng_seed=noise_seed)
     fit = fit_parametric(cells["n_params"], cells["n_tokens"], cells["val_ce"])
     estimated_floor = fit.E
     assert estimated_floor == pytest.approx(floor, abs=0.03)
@@ -79,7 +79,7 @@ def test_inverted_u_is_found_where_it_is_and_not_elsewhere():
 
 def test_analyse_gives_intervals_that_cover_the_truth():
     truth = {"E": 1.2, "A": 40.0, "alpha": 0.4, "B": 60.0, "beta": 0.35}
-    cells = grid_cells(lambda n, d: parametric_loss(n, d, **truth), seeds=2, noise=0.003)
+    cells = grid_cells(ParametricFit(**truth, objective=0.0).predict, seeds=2, noise=0.003)
     result = analyse(cells, tolerance=0.02, noise=0.01, n_boot=60, seed=1)
     low, high = result["E_ci"]
     assert low <= 1.2 <= high and high - low < 0.3

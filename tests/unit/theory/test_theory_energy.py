@@ -26,6 +26,24 @@ def naive_mchn(queries: np.ndarray, patterns: np.ndarray, beta: float) -> np.nda
     return -lse + 0.5 * (queries**2).sum(1) + np.log(len(patterns)) / beta + 0.5 * m_sq
 
 
+def lemma3_strictness(values: np.ndarray) -> dict[str, bool | float]:
+    """Lemma 3 on one vector: min - log n <= -LSE(-x) < min. Which sides are strict / attained?
+
+    The upper side is strict iff n >= 2 (for n = 1 it is an equality, so Lemma 2/3's strict '<' fails);
+    the lower side is attained iff all entries are equal (e.g. d duplicated patterns).
+    """
+    values = np.asarray(values, dtype=np.float64).ravel()
+    soft_min = -float(logsumexp(-values))
+    low = float(values.min()) - np.log(values.size)
+    return {"upper_strict": values.size >= 2, "lower_attained": bool(np.all(values == values[0])),
+            "soft_min": soft_min, "lower_bound": low, "upper_bound": float(values.min())}
+
+
+def prop2_deviation(terms: en.EnergyTerms) -> np.ndarray:
+    """|E(x) - (2 E_MCHN^{beta=2}(x) - log d)|, to be compared with ``terms.norm_spread``."""
+    return np.abs(terms.energy - (2.0 * terms.mchn_beta2 - np.log(terms.n_patterns)))
+
+
 @st.composite
 def pattern_sets(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray]:
     """Random and adversarial (patterns, queries): d = 1, duplicates, norms ~1e3, queries ~1e4 away."""
@@ -105,7 +123,7 @@ def test_prop1_single_pattern_is_equality_so_lemma3_strict_side_fails() -> None:
     pattern, queries = rng.normal(size=(1, 4)), rng.normal(size=(6, 4))
     terms = en.energy_terms(queries, pattern)
     np.testing.assert_array_equal(terms.energy, terms.nearest_sq_dist)  # E = g exactly when d = 1
-    assert en.lemma3_strictness(np.array([3.0]))["upper_strict"] is False
+    assert lemma3_strictness(np.array([3.0]))["upper_strict"] is False
 
 
 def test_duplicated_patterns_attain_the_lower_bound() -> None:
@@ -114,7 +132,7 @@ def test_duplicated_patterns_attain_the_lower_bound() -> None:
     terms = en.energy_terms(query, patterns)
     assert float(terms.energy[0]) == pytest.approx(float(terms.nearest_sq_dist[0]) - np.log(5), rel=1e-14)
     assert en.prop1_slack(terms)["gap_fraction"][0] == pytest.approx(1.0, rel=1e-12)
-    assert en.lemma3_strictness(np.full(5, 2.0))["lower_attained"] is True
+    assert lemma3_strictness(np.full(5, 2.0))["lower_attained"] is True
 
 
 def test_far_separated_patterns_collapse_to_nearest_neighbour_in_float64() -> None:
@@ -138,7 +156,7 @@ def test_prop2_holds_as_stated(data: tuple[np.ndarray, np.ndarray]) -> None:
     assert np.all(np.isfinite(terms.mchn_beta2))
     np.testing.assert_allclose(terms.mchn_beta2, naive_mchn(queries, patterns, 2.0), rtol=1e-12,
                                atol=1e-12 * float(np.abs(queries).max() ** 2 + 1))
-    deviation = en.prop2_deviation(terms)
+    deviation = prop2_deviation(terms)
     assert np.all(deviation <= terms.norm_spread + en.prop2_tolerance(queries, terms))
 
 
@@ -147,7 +165,7 @@ def test_prop2_is_tight_for_a_two_pattern_example() -> None:
     patterns = np.array([[3.0, 0.0], [0.0, 3.0]])
     queries = np.array([[0.1, -0.4], [5.0, 5.0]])
     terms = en.energy_terms(queries, patterns)
-    np.testing.assert_allclose(en.prop2_deviation(terms), 0.0, atol=1e-12)
+    np.testing.assert_allclose(prop2_deviation(terms), 0.0, atol=1e-12)
 
 
 def test_printed_prop3_lower_bound_fails_on_minimal_counterexample() -> None:

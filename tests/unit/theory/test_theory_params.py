@@ -47,9 +47,3 @@ def test_table3_ratios_reproduce() -> None:
         assert ratio == pytest.approx(row["printed_ratio_e10"], abs=0.005)
     with pytest.raises(AssocmemError):
         pr.n_over_d_squared(1.0, 0.0)
-
-
-def test_paper_eq2_consistency() -> None:
-    out = pr.paper_eq2(n_layer=24, d_emb=1024, t_max=1024, n_samples=80_000, a=10.0)
-    assert out["N"] == pytest.approx(out["N_via_n"])
-    assert out["n"] == 1024 * 1024 and out["D"] == 1024 * 80_000

@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 from scipy import special
 
-from assocmem.errors import AssocmemError
 from assocmem.theory import radius as ra
 from assocmem.theory.partition import log_ball_integral, log_ball_volume
 
@@ -43,16 +42,6 @@ def test_radius_unit_partition(n: int, d: int) -> None:
 
 def test_radius_unit_partition_nan_when_impossible() -> None:
     assert np.isnan(ra.radius_unit_partition(1, 0.1))  # d * pi^{1/2} < 1 can never reach 1
-
-
-def test_nn_distance_summary_two_readings() -> None:
-    out = ra.nn_distance_summary(np.array([18.0, 20.0, 22.0]), d_emb=1024, t_max=256)
-    assert out["mean"] == pytest.approx(20.0) and out["median"] == pytest.approx(20.0)
-    assert out["mean_over_2r_star_emb"] == pytest.approx(20.0 / (2 * 7.7430632), rel=1e-6)
-    assert out["r_star_seq"] == pytest.approx(np.sqrt(256 * 1024 / (2 * np.pi * np.e)))
-    assert "r_star_seq" not in ra.nn_distance_summary(np.array([1.0]), d_emb=4)
-    with pytest.raises(AssocmemError):
-        ra.nn_distance_summary(np.array([-1.0]), d_emb=4)
 
 
 def test_prop5_argument_gives_n_quadratic_in_d_only_with_the_volume() -> None:
