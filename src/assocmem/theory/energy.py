@@ -21,7 +21,7 @@ import numpy as np
 
 from assocmem.errors import AssocmemError
 
-_CHUNK_ELEMENTS = 4_000_000  # entries of one (chunk, d) block: 32 MB in float64
+CHUNK_ELEMENTS = 4_000_000  # entries of one (chunk, d) block: 32 MB in float64
 
 
 @dataclass(frozen=True)
@@ -60,8 +60,8 @@ def _check_dims(queries: np.ndarray, patterns: np.ndarray) -> None:
         )
 
 
-def _chunks(n_rows: int, n_patterns: int) -> Iterator[slice]:
-    step = max(1, _CHUNK_ELEMENTS // max(1, n_patterns))
+def _chunks(n_rows: int, n_patterns: int, chunk_elements: int = CHUNK_ELEMENTS) -> Iterator[slice]:
+    step = max(1, chunk_elements // max(1, n_patterns))
     for start in range(0, n_rows, step):
         yield slice(start, min(n_rows, start + step))
 
@@ -116,15 +116,15 @@ def mchn_energy(queries: np.ndarray, patterns: np.ndarray, beta: float = 1.0) ->
     return out
 
 
-def energy_terms(queries: np.ndarray, patterns: np.ndarray) -> EnergyTerms:
-    """E, g and E_MCHN^{beta=2} for every query in one chunked pass."""
+def energy_terms(queries: np.ndarray, patterns: np.ndarray, chunk_elements: int = CHUNK_ELEMENTS) -> EnergyTerms:
+    """E, g and E_MCHN^{beta=2} for every query in one pass over blocks of about ``chunk_elements`` distances."""
     queries, patterns = as_patterns(queries, "queries"), as_patterns(patterns)
     _check_dims(queries, patterns)
     norms = (patterns * patterns).sum(axis=1)
     n_patterns = patterns.shape[0]
     energy, nearest, mchn = (np.empty(queries.shape[0]) for _ in range(3))
     mchn_constant = 0.5 * np.log(n_patterns) + 0.5 * float(norms.max())
-    for rows in _chunks(queries.shape[0], n_patterns):
+    for rows in _chunks(queries.shape[0], n_patterns, chunk_elements):
         q = queries[rows]
         dots = q @ patterns.T
         q_norms = (q * q).sum(axis=1)

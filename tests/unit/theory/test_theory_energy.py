@@ -93,12 +93,11 @@ def test_energy_and_mchn_against_mpmath_high_precision() -> None:
     assert direct == pytest.approx(float(mchn_ref), rel=1e-13)
 
 
-def test_chunked_pass_equals_single_block(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_chunked_pass_equals_single_block() -> None:
     rng = np.random.default_rng(1)
     patterns, queries = rng.normal(size=(40, 5)), rng.normal(size=(33, 5))
     whole = en.energy_terms(queries, patterns)
-    monkeypatch.setattr(en, "_CHUNK_ELEMENTS", 7 * 40)
-    chunked = en.energy_terms(queries, patterns)
+    chunked = en.energy_terms(queries, patterns, chunk_elements=7 * 40)
     for name in ("energy", "nearest_sq_dist", "mchn_beta2"):
         np.testing.assert_allclose(getattr(chunked, name), getattr(whole, name), rtol=1e-13, atol=1e-12)
 
