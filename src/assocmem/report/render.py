@@ -156,8 +156,16 @@ def claim_section(check: dict[str, Any], tables: list[str], figures: list[tuple[
 
 
 def errata_section(checks: list[dict[str, Any]]) -> Section | None:
-    rows = [[f"[{claim_label(c)}](#{claim_anchor(c['id'])})", c.get("statement_tex") or c["claim"],
-             c.get("ours_tex") or c["evidence"]] for c in checks if c["verdict"] in ("refuted", "corrected")]
+    """Every refuted or corrected statement, and the printing errors that leave a verdict standing."""
+    rows = []
+    for check in checks:
+        link = f"[{claim_label(check)}](#{claim_anchor(check['id'])})"
+        if check["verdict"] in ("refuted", "corrected"):
+            rows.append([link, check.get("statement_tex") or check["claim"],
+                         check.get("ours_tex") or check["evidence"]])
+        claim = claims.find(check["id"])
+        errata = claim.errata if claim else ()
+        rows += [[f"{link}, {erratum.where}", erratum.printed, erratum.meant] for erratum in errata]
     if not rows:
         return None
     section = Section("Errata: statements as printed and what holds instead", anchor="errata", toc_label="Errata")
@@ -166,8 +174,9 @@ def errata_section(checks: list[dict[str, Any]]) -> Section | None:
 
 
 INTRO = (
-    "Each claim of Niu, Bai, Deng & Han (2024), arXiv:2405.08707, quoted as printed (v2 unless marked "
-    "otherwise), is checked against an independent computation on this run's artifacts and on synthetic "
+    "Each claim of Niu, Bai, Deng & Han (2024), arXiv:2405.08707, quoted verbatim from the supplied text of the "
+    "paper (its LaTeX source and its PDF text, with section and equation numbers of that text), is checked "
+    "against an independent computation on this run's artifacts and on synthetic "
     "cases. Verdicts: **reproduced** = holds as printed; **refuted** = false, with a counterexample or the "
     "measured numbers; **corrected** = false as printed but a corrected statement holds, and the code checks "
     "that one on the same data; **not-testable** = this run cannot decide it, with the reason. 'How we know' "

@@ -66,27 +66,37 @@ def proof_steps(inv_z: float, n_layers: int, c: float) -> dict[str, float]:
             "eq10_with_density_typo": inv_z, "with_the_energy": 0.0}
 
 
-def toy_cross_entropy_1d(pattern_positions: np.ndarray, radius: float) -> dict[str, float]:
-    """Exact App. D.1 quantities for one layer (l = 1) in n = 1, by quadrature.
+def toy_cross_entropy_1d(pattern_positions: np.ndarray, radius: float, n_layers: int = 2) -> dict[str, float]:
+    """Exact App. C.1 quantities for ``n_layers`` identical layers in n = 1, by quadrature.
 
-    p(x) = exp(-E(x)) / Z on Omega = union of [rho_i - r, rho_i + r] (disjoint), E the LogSumExp energy (4);
-    the target puts mass 1/d on each rho_i, so L = log Z + mean_i E(rho_i) exactly. Returned next to the
-    paper's log Z + 1/Z and the corrected log Z (which drops the mean energy, ~0 for separated patterns).
+    Every layer stores the same patterns, so E_global = -LSE(-E_1, ..., -E_l) = E - log l exactly and eq. (10)'s
+    offset c(x) = E_global - E_t + log l is 0 everywhere: constant and inside [0, log l) as Prop. 4 assumes, which
+    needs l >= 2 (for l = 1 that interval is empty). p(x) = exp(-E_global(x)) / Z_theta on Omega = union of
+    [rho_i - r, rho_i + r] (disjoint), E the LogSumExp energy (4); the target puts mass 1/d on each rho_i, so
+    L = log Z_theta + mean_i E_global(rho_i) exactly. Returned next to the paper's log Z_t + 1/Z_t + log l - c and
+    the corrected log Z_t (which drops the mean energy, ~0 for separated patterns).
     """
     from scipy import integrate
 
     from assocmem.theory.energy import distance_energy
 
+    if n_layers < 2:
+        raise ValueError(f"Prop. 4 assumes c in [0, log l), which is empty for l = {n_layers}: use l >= 2")
     centres = np.sort(np.asarray(pattern_positions, dtype=np.float64).ravel())
     if centres.size > 1 and np.diff(centres).min() < 2 * radius:
         raise ValueError("intervals overlap: need spacing >= 2 * radius")
     patterns = centres[:, None]
+    log_l = float(np.log(n_layers))
 
-    def density(x: float) -> float:
+    def layer_density(x: float) -> float:
         return float(np.exp(-distance_energy(np.array([[x]]), patterns)[0]))
 
-    z = sum(integrate.quad(density, c - radius, c + radius, epsabs=0, epsrel=1e-12)[0] for c in centres)
-    mean_energy = float(distance_energy(patterns, patterns).mean())
-    log_z = float(np.log(z))
-    return {"log_Z": log_z, "exact_L": log_z + mean_energy, "paper_L": log_z_plus_inverse(log_z),
-            "corrected_L": prop4_corrected(log_z), "mean_energy_at_patterns": mean_energy}
+    z_t = sum(integrate.quad(layer_density, c - radius, c + radius, epsabs=0, epsrel=1e-12)[0] for c in centres)
+    z_theta = sum(integrate.quad(lambda x: n_layers * layer_density(x), c - radius, c + radius, epsabs=0,
+                                 epsrel=1e-12)[0] for c in centres)
+    mean_global_energy = float(distance_energy(patterns, patterns).mean()) - log_l
+    log_z = float(np.log(z_t))
+    return {"log_Z": log_z, "log_Z_theta": float(np.log(z_theta)), "n_layers": float(n_layers), "c": 0.0,
+            "exact_L": float(np.log(z_theta)) + mean_global_energy,
+            "paper_L": log_z_plus_inverse(log_z) + log_l, "corrected_L": prop4_corrected(log_z),
+            "mean_energy_at_patterns": mean_global_energy + log_l}

@@ -40,14 +40,14 @@ def activations() -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     return train, queries
 
 
-def test_prop1_prop2_reproduced_prop3_refuted(activations: tuple[dict, dict]) -> None:
+def test_prop1_prop2_reproduced_prop3_corrected(activations: tuple[dict, dict]) -> None:
     train, queries = activations
     row1, row2, row3 = (prop1(train, queries, 0), prop2(train, queries, 0),
                         prop3(train, queries, 0))
     for row in (row1, row2, row3):
         assert_valid(row)
     assert row1["verdict"] == "reproduced" and row2["verdict"] == "reproduced"
-    assert row3["verdict"] == "refuted" and row3["how"] == "counterexample"
+    assert row3["verdict"] == "corrected" and row3["how"] == "counterexample"
     assert row1["numbers"]["synthetic_single.frac_energy_equals_g"] == 1.0
     # 3 copies of each of 8 separated patterns, queries on a copy: E = g - log 3, so (g - E)/log 24
     assert row1["numbers"]["synthetic_duplicates.median_gap_fraction"] == pytest.approx(
@@ -170,7 +170,8 @@ def test_prop4_refuted_with_finite_json() -> None:
     assert "tiny.log_Z_t" not in marked["numbers"] and "tiny (not converged)" in marked["evidence"]
     assert row["numbers"]["gpt2m.log_Z_t"] == pytest.approx(169.39, abs=0.01)
     assert row["numbers"]["tiny.inv_Z_t"] > 1e20
-    assert row["numbers"]["toy_d1_n1_paper_L"] == pytest.approx(1.0)
+    assert row["numbers"]["toy_d1_n1_l2_paper_L"] == pytest.approx(1.0 + np.log(2))
+    assert row["numbers"]["toy_d1_n1_l2_exact_L"] == pytest.approx(0.0, abs=1e-12)
 
 
 def _grid_runs(slope: float) -> pd.DataFrame:
@@ -327,6 +328,7 @@ def test_fig1_row() -> None:
     assert row["numbers"]["minima_count.2d_proposed"] == 3
     assert all(row["numbers"][f"proposed_minimum_distance_to_pattern_{i}"] <= 0.05 for i in range(3))
     assert row["numbers"]["mchn_beta1_convexity_violation"] > 0
+    assert row["verdict"] == "corrected"  # the text calls the regularised energy convex; it has two minima
 
 
 def test_check_row_rejects_unknown_labels() -> None:

@@ -148,6 +148,16 @@ def test_rows_bring_their_own_figures_and_fig1_gets_drawn(tmp_path):
     assert path == tmp_path / "fig1_landscapes.png" and path.exists() and "dotted grey lines" in caption
 
 
+def test_errata_list_refuted_statements_and_the_typos_of_standing_claims():
+    rows = [{**CHECKS[0], **NEW_FIELDS}, {**CHECKS[0], "id": "prop2", "verdict": "reproduced"},
+            {**CHECKS[0], "id": "eq8", "verdict": "reproduced"}]
+    errata = render.errata_section(rows).tables[0]
+    assert "[Prop. 3](#claim-prop3)" in errata and NEW_FIELDS["ours_tex"] in errata
+    assert "[Prop. 2](#claim-prop2), App. B.1, proof of Prop. 2" in errata  # reproduced, but its proof has a typo
+    assert "claim-eq8" not in errata
+    assert render.errata_section([{**CHECKS[0], "id": "eq8", "verdict": "reproduced"}]) is None
+
+
 def test_long_numbers_tables_are_collapsed():
     many = {f"set{i}.x": float(i) for i in range(render.OPEN_TABLE_ROWS + 1)}
     section = claim_section({**CHECKS[0], "numbers": many}, numbers_tables(many), [])

@@ -32,14 +32,19 @@ def test_paper_scale_numbers() -> None:
     assert at_10["log_Z_t"] > 150 and at_10["log_z_plus_inv"] == pytest.approx(at_10["log_Z_t"])
 
 
-def test_exact_one_layer_cross_entropy_refutes_the_inverse_z_term() -> None:
-    """d = 1, n = 1, l = 1, radius with Z = 1: exact L = -log p(rho) = log Z = 0, the paper says 1."""
+@pytest.mark.parametrize("n_layers", [2, 3, 24])
+def test_exact_layered_cross_entropy_refutes_the_inverse_z_term(n_layers: int) -> None:
+    """d = 1, n = 1, l identical layers (c = 0, inside [0, log l)), radius with Z_t = 1: exact L = -log p(rho) =
+    log Z_theta + E_global(rho) = log l - log l = 0; the paper says 1 + log l and 1 < L."""
     radius = float(erfinv(1.0 / np.sqrt(np.pi)))
-    out = lb.toy_cross_entropy_1d(np.array([0.0]), radius)
+    out = lb.toy_cross_entropy_1d(np.array([0.0]), radius, n_layers=n_layers)
     assert out["log_Z"] == pytest.approx(0.0, abs=1e-12)
+    assert out["log_Z_theta"] == pytest.approx(np.log(n_layers), abs=1e-12)
     assert out["exact_L"] == pytest.approx(0.0, abs=1e-12)
-    assert out["paper_L"] == pytest.approx(1.0, abs=1e-12)
+    assert out["paper_L"] == pytest.approx(1.0 + np.log(n_layers), abs=1e-12) and out["c"] == 0.0
     assert out["corrected_L"] == pytest.approx(out["exact_L"], abs=1e-12)
+    with pytest.raises(ValueError, match="empty for l = 1"):
+        lb.toy_cross_entropy_1d(np.array([0.0]), radius, n_layers=1)
 
 
 def test_exact_cross_entropy_can_be_negative() -> None:

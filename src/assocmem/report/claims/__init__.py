@@ -6,7 +6,7 @@ imported by :func:`.registry.all_claims`. A check function takes in-memory input
 """
 
 from assocmem.report.claims.base import HOWS, VERDICTS, check_row
-from assocmem.report.claims.registry import Claim, Untestable, all_claims, find, get, register
+from assocmem.report.claims.registry import Claim, Erratum, Untestable, all_claims, find, get, register
 
-__all__ = ["HOWS", "VERDICTS", "Claim", "Untestable", "all_claims", "check_row", "find", "get",
+__all__ = ["HOWS", "VERDICTS", "Claim", "Erratum", "Untestable", "all_claims", "check_row", "find", "get",
            "register"]

@@ -3,8 +3,9 @@ checks it (one module of this package per claim family).
 
 A record holds everything the report needs to know about a claim besides its check: its label and one-line
 title (summary table, contents), the claim as printed (plain text and LaTeX), the paper's verbatim words
-(:class:`assocmem.report.quotes.Quote`), its position in the report, the figures drawn for its section, and
-what its row says when this run has no inputs for it. ``evaluate`` turns the loaded artifacts
+(:class:`assocmem.report.quotes.Quote`), its position in the report, the figures drawn for its section, the
+printing errors that leave its verdict standing (:class:`Erratum`), and what its row says when this run has no
+inputs for it. ``evaluate`` turns the loaded artifacts
 (:class:`assocmem.report.evidence.Evidence`) into the claim's row, or into an :class:`Untestable` when they
 hold nothing the claim can rest on.
 
@@ -43,6 +44,15 @@ class Untestable:
 
 
 @dataclass(frozen=True)
+class Erratum:
+    """A printing error that does not change the claim's verdict (a typo in a proof): listed in the errata."""
+
+    where: str
+    printed: str  # TeX allowed
+    meant: str  # TeX allowed
+
+
+@dataclass(frozen=True)
 class Claim:
     id: str
     label: str  # short name: "Prop. 1", "Eq. (8)"
@@ -54,6 +64,8 @@ class Claim:
     evaluate: Callable[[Evidence], dict[str, Any] | Untestable]
     untestable: Untestable | None = None  # the default answer when evaluate finds no inputs
     figures: tuple[FigureMaker, ...] = ()  # drawn for the claim's section (figures a row brings are in the row)
+    errata: tuple[Erratum, ...] = ()  # typos that leave the verdict standing (a refuted or corrected claim's own
+    # statement is in the errata through its row)
 
     def row(self, evidence: Evidence) -> dict[str, Any]:
         """The claim's row on this run's artifacts: its check's, or a not-testable one."""
