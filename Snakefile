@@ -28,6 +28,7 @@ include: "workflow/rules/subsets.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/activations.smk"
 include: "workflow/rules/neighbours.smk"
+include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/report.smk"
 
 

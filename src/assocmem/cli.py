@@ -25,6 +25,7 @@ STAGES: dict[str, tuple[Callable[..., Any], tuple[str, ...], str]] = {
     "generate-data": (stages.generate_data, ("out-dir",), "generate or download the question-formation splits"),
     "data-audit": (stages.data_audit, ("raw-dir", "floor", "compare"),
                    "exact entropy floor + divergence from the real dev split"),
+    "generate-fresh": (stages.generate_fresh, ("out-dir",), "a fresh sample from the generator, for evaluate"),
     "tokenize": (stages.tokenize, ("out-dir", "raw-dir?"), "normalise the data into the token store"),
     "subsets": (stages.subsets, ("store-dir", "out-dir"), "first X%% of the training split, as a view store"),
     "train": (stages.train, ("store-dir", "run-dir"), "train one model on one subset"),
@@ -32,6 +33,8 @@ STAGES: dict[str, tuple[Callable[..., Any], tuple[str, ...], str]] = {
     "pretrained-activations": (stages.pretrained_activations, ("store-dir", "out-dir"),
                                "Fig. 2 protocol on a pretrained HF causal LM"),
     "neighbours": (stages.neighbours, ("act-dir", "out-dir"), "exact k-NN distances (faiss)"),
+    "evaluate": (stages.evaluate, ("model", "store-dir", "out-dir"),
+                 "CE on large evaluation sets, with and without <eos>"),
     "report": (stages.report, ("results-dir", "out-dir"), "build the bound-verification report"),
 }
 
@@ -67,7 +70,7 @@ def parse_params(text: str) -> dict[str, Any]:
 
 # stages that run once per model and subset: their status line names the job, e.g. "train L4/pct100"
 PER_RUN_DIR = {"train": "run_dir", "activations": "out_dir", "pretrained_activations": "out_dir",
-               "neighbours": "out_dir"}
+               "neighbours": "out_dir", "evaluate": "out_dir"}
 
 
 def run_stage(args: argparse.Namespace) -> str:

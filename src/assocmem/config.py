@@ -151,12 +151,31 @@ def _size_problems(prefix: str, exp: dict[str, Any]) -> list[str]:
             problems.append(f"{prefix}.neighbours.fractions[{i}]: {fraction} of {n_chunks} chunks keeps "
                             f"{round(fraction * n_chunks)} rows, too few for k = {neighbours['k']} neighbours")
     if kind_of(exp["dataset"]).sized:
+        problems += _fresh_problems(prefix, exp["dataset"])
         n_train = exp["dataset"]["sizes"]["train"]
         for i, fraction in enumerate(exp["subsets"]["fractions"]):
             if math.floor(Fraction(repr(float(fraction))) * n_train) < 1:
                 problems.append(f"{prefix}.subsets.fractions[{i}]: {fraction} of the {n_train} training "
                                 "sequences (dataset.sizes.train) holds no sequence")
     return problems
+
+
+FRESH_DEFAULT = 100_000
+
+
+def fresh_sequences(dataset: dict[str, Any]) -> int:
+    """The fresh sample's size: dataset.fresh_sequences, or min(100,000, the iid pool) when null."""
+    pool = sum(dataset["sizes"][split] for split in ("train", "dev", "test"))
+    value = dataset.get("fresh_sequences")
+    return min(FRESH_DEFAULT, pool) if value is None else int(value)
+
+
+def _fresh_problems(prefix: str, dataset: dict[str, Any]) -> list[str]:
+    pool = sum(dataset["sizes"][split] for split in ("train", "dev", "test"))
+    if dataset.get("fresh_sequences") is not None and dataset["fresh_sequences"] > pool:
+        return [f"{prefix}.dataset.fresh_sequences: {dataset['fresh_sequences']} exceeds the iid pool of {pool} "
+                "sequences (sizes.train + dev + test), whose distribution the fresh sample must share"]
+    return []
 
 
 def load_config(path: str | Path, schema: dict[str, Any]) -> dict[str, Any]:
@@ -183,3 +202,28 @@ def run_settings(exp: dict[str, Any], model: str) -> tuple[dict[str, Any], dict[
     spec = dict(exp["models"][parse_replicate(model)[0]])
     overrides = spec.pop("train", None) or {}
     return spec, {**exp["train"], **overrides}
+
+
+def evaluation_sets(exp: dict[str, Any]) -> dict[str, str]:
+    """The evaluate stage's sets of a validated experiment, by name -> layout artifact or config path: a fresh
+    sample of a generated audited dataset, McCoy's real test split when the data is downloaded, and the configured
+    real file (dataset.reference_dev). Empty for other kinds and for sweeps."""
+    dataset = exp["dataset"]
+    if not kind_of(dataset).audited or exp.get("sweep") is not None:
+        return {}
+    sets = {}
+    if dataset["source"] == "generate" and fresh_sequences(dataset) > 0:
+        sets["fresh"] = "fresh_file"
+    if dataset["source"] == "download":
+        sets["test"] = "raw_file:test"
+    if dataset.get("reference_dev"):
+        sets["reference"] = dataset["reference_dev"]
+    return sets
+
+
+def evaluated_runs(exp: dict[str, Any]) -> list[tuple[str, float]]:
+    """(model, fraction) of every run the evaluate stage evaluates: each model on the largest subset, where the
+    experiment has evaluation sets."""
+    if not evaluation_sets(exp):
+        return []
+    return [(model, max(exp["subsets"]["fractions"])) for model in exp["models"]]

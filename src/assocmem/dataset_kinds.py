@@ -62,7 +62,7 @@ class DatasetKind:
 QUESTION_FORMATION = DatasetKind(
     "question_formation", sources=("generate", "download"), tokenize=_tokenize_question_formation,
     raw_splits=QF_SPLITS, audited=True, sized=True, store_keys=("name",),
-    own_keys=frozenset({"sizes", "download", "reference_dev", "grammar_weights"}),
+    own_keys=frozenset({"sizes", "download", "reference_dev", "grammar_weights", "fresh_sequences"}),
     resources={"tokenize": {"mem_mb": 2000, "runtime": 30}, "train": {"mem_mb": 3000, "runtime": 240}})
 CORPUS = DatasetKind(
     "corpus", sources=("hf", "text", "jsonl", "parquet"), tokenize=_tokenize_corpus, windowed=True,

@@ -10,13 +10,16 @@ with MKL's to fp32 rounding.
 ``onednn_linear`` is ``F.linear`` with its forward product and both backward products (input and weight
 gradients) computed by oneDNN through ``torch.ops.mkldnn._linear_pointwise``, the op that TorchInductor uses
 for CPU linears. It takes ordinary dense tensors and accepts transposed (strided) operands, so the backward
-pass needs no copies.
+pass needs no copies. ``measure_peak_flops`` times the faster of the two libraries, the denominator of the
+trainer's MFU.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Literal
+import time
+from collections.abc import Callable
+from typing import Any, Literal
 
 import torch
 from torch.nn import functional as F
@@ -92,3 +95,30 @@ def onednn_linear(inputs: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
             or inputs.numel() * weight.shape[0] < ONEDNN_MIN_MACS):
         return F.linear(inputs, weight, bias)
     return _OneDnnLinear.apply(inputs, weight, bias)
+
+
+def measure_peak_flops(device: torch.device, seconds: float = 0.3) -> float:
+    """Achievable dense-matmul FLOP/s on this device (the MFU denominator), measured, not assumed: the best
+    of short bursts, so a burst slowed by another process on a shared machine does not count. On CPU the
+    faster of the two fp32 GEMM libraries in the wheel counts (MKL through ``@``, oneDNN; see assocmem.gemm)."""
+    size = 4096 if device.type == "cuda" else 1024  # 512^3 reached ~70% of the 1024^3 rate on CPU
+    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    a = torch.randn(size, size, device=device, dtype=dtype)
+    b = torch.randn(size, size, device=device, dtype=dtype)
+    products = [lambda: a @ b]
+    if device.type == "cpu" and onednn_available():
+        products.append(lambda: onednn_linear(a, b))
+    return max(_best_burst(product, device, 2.0 * size**3, seconds / len(products)) for product in products)
+
+
+def _best_burst(product: Callable[[], Any], device: torch.device, flops: float, seconds: float) -> float:
+    product()  # warm-up
+    best, start = 0.0, time.perf_counter()
+    while time.perf_counter() - start < seconds or best == 0.0:
+        burst = time.perf_counter()
+        for _ in range(4):
+            product()
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        best = max(best, 4 * flops / (time.perf_counter() - burst))
+    return best

@@ -15,12 +15,15 @@ TEMPLATES: dict[str, str] = {
     "raw_manifest": "{exp}/data/raw/manifest.json",
     "floor": "{exp}/data/floor.json",
     "compare": "{exp}/data/compare.json",
+    "fresh_file": "{exp}/data/fresh/question.fresh",
+    "fresh_manifest": "{exp}/data/fresh/manifest.json",
     # token store (tokenize) and subset views (subsets); both data kinds
     "tokens_meta": "{exp}/data/tokens/meta.json",
     "tokens_source": "{exp}/data/tokens/source.json",
     "subset_meta": "{exp}/data/subsets/{subset}/meta.json",
     # one model on one subset (train, activations, neighbours); subset is "pretrained" for HF models
     "model": "{exp}/train/{model}/{subset}/model.pt",
+    "best_model": "{exp}/train/{model}/{subset}/best.pt",
     "metrics": "{exp}/train/{model}/{subset}/metrics.csv",
     "summary": "{exp}/train/{model}/{subset}/summary.json",
     "eval_rows": "{exp}/train/{model}/{subset}/eval_rows.parquet",
@@ -29,11 +32,14 @@ TEMPLATES: dict[str, str] = {
     "acts_train_index": "{exp}/activations/{model}/{subset}/train.index.parquet",
     "acts_heldout_index": "{exp}/activations/{model}/{subset}/heldout.index.parquet",
     "acts_meta": "{exp}/activations/{model}/{subset}/meta.json",
+    "acts_radius": "{exp}/activations/{model}/{subset}/radius.npy",
+    "acts_radius_index": "{exp}/activations/{model}/{subset}/radius.index.parquet",
     "nn_self": "{exp}/neighbours/{model}/{subset}/self.parquet",
     "nn_heldout": "{exp}/neighbours/{model}/{subset}/heldout.parquet",
     "nn_summary": "{exp}/neighbours/{model}/{subset}/summary.csv",
     "nn_radius": "{exp}/neighbours/{model}/{subset}/radius.parquet",
     "nn_radius_meta": "{exp}/neighbours/{model}/{subset}/radius.json",
+    "evaluation": "{exp}/eval/{model}/{subset}/eval.json",
     # report
     "report_html": "report/index.html",
     "report_md": "report/report.md",
@@ -47,16 +53,19 @@ TEMPLATES: dict[str, str] = {
 # which rule writes each artifact (for error messages that say how to rebuild a damaged file)
 PRODUCERS: dict[str, str] = {
     "raw_file": "generate_data", "raw_manifest": "generate_data", "floor": "data_audit", "compare": "data_audit",
+    "fresh_file": "generate_fresh", "fresh_manifest": "generate_fresh", "evaluation": "evaluate",
     "tokens_meta": "tokenize", "tokens_source": "tokenize", "subset_meta": "subsets",
-    "model": "train", "metrics": "train", "summary": "train", "eval_rows": "train",
+    "model": "train", "best_model": "train", "metrics": "train", "summary": "train", "eval_rows": "train",
     "acts_train": "activations", "acts_heldout": "activations", "acts_train_index": "activations",
-    "acts_heldout_index": "activations", "acts_meta": "activations",
+    "acts_heldout_index": "activations", "acts_meta": "activations", "acts_radius": "activations",
+    "acts_radius_index": "activations",
     "nn_self": "neighbours", "nn_heldout": "neighbours", "nn_summary": "neighbours", "nn_radius": "neighbours",
     "nn_radius_meta": "neighbours",
     "report_html": "report", "report_md": "report", "report_checks": "report", "report_figures": "report",
 }
-RUN_ARTIFACTS = ("model", "metrics", "summary", "eval_rows")
-ACTIVATION_ARTIFACTS = ("acts_train", "acts_heldout", "acts_train_index", "acts_heldout_index", "acts_meta")
+RUN_ARTIFACTS = ("model", "best_model", "metrics", "summary", "eval_rows")
+ACTIVATION_ARTIFACTS = ("acts_train", "acts_heldout", "acts_train_index", "acts_heldout_index", "acts_meta",
+                        "acts_radius", "acts_radius_index")
 NEIGHBOUR_ARTIFACTS = ("nn_self", "nn_heldout", "nn_summary", "nn_radius", "nn_radius_meta")
 PRETRAINED_SUBSET = "pretrained"
 FINAL_NORM_LAYER = "final_ln"  # the name of the final norm's output among an activation dump's layers

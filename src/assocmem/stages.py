@@ -28,6 +28,30 @@ def generate_data(params: dict[str, Any], out_dir: Path) -> str:
     return f"{'generated' if dataset['source'] == 'generate' else 'downloaded'} the splits into {out_dir}"
 
 
+def generate_fresh(params: dict[str, Any], out_dir: Path) -> str:
+    """A fresh sample from the generator, distributed as the training split, for the evaluate stage."""
+    from assocmem.qf import generate
+
+    dataset = params["dataset"]
+    manifest = generate.generate_fresh(out_dir, n_fresh=dataset["fresh_sequences"],
+                                       **{k: v for k, v in generate.size_args(dataset["sizes"]).items()
+                                          if k != "n_gen"}, seed=params["seed"], weights=dataset["grammar_weights"])
+    write_json(out_dir / "manifest.json", manifest)
+    return f"{manifest['lines']} fresh sequences into {out_dir}"
+
+
+def evaluate(params: dict[str, Any], model: Path, store_dir: Path, out_dir: Path) -> str:
+    """The model's CE, with and without <eos>, on each evaluation set (params: files, name -> path)."""
+    from assocmem.evaluation import evaluate_files
+    from assocmem.train import load_model
+
+    set_threads(params["threads"])
+    sets = evaluate_files(load_model(model), store_dir, {name: Path(path) for name, path in params["files"].items()})
+    write_json(out_dir / "eval.json", {"checkpoint": model.name, "sets": sets})
+    return "; ".join(f"{name}: CE {result['ce']:.4f} +- {result['se']:.4f} over {result['rows']} sequences"
+                     for name, result in sets.items())
+
+
 def data_audit(params: dict[str, Any], raw_dir: Path, floor_out: Path, compare_out: Path) -> str:
     """Entropy floors of the generator and of McCoy's real files; fidelity of our data to McCoy's."""
     from assocmem.qf.audit import audit_reference
@@ -78,7 +102,8 @@ def activations(params: dict[str, Any], model_path: Path, store_dir: Path, out_d
     dump_decoder_activations(load_model(model_path, device), store_dir, out_dir,
                              heldout_split=acts["heldout_split"], n_chunks=acts["n_chunks"],
                              chunk_len=acts["chunk_len"], layers=acts["layers"], batch_size=acts["batch_size"],
-                             seed=params["seed"], label=params.get("label", ""))
+                             seed=params["seed"], label=params.get("label", ""), radius_chunks=acts["radius_chunks"],
+                             checkpoint=acts["checkpoint"])
     return _activation_shape(out_dir)
 
 
@@ -108,10 +133,11 @@ def neighbours(params: dict[str, Any], act_dir: Path, out_dir: Path) -> str:
     train, heldout = (load_npy(act_dir / f"{split}.npy", dtype="float32",
                                shape=(len(meta["layers"]), meta["splits"][split]["n_chunks"], meta["d_model"]))
                       for split in ("train", "heldout"))
+    sample = load_npy(act_dir / "radius.npy", dtype="float32", shape=(1, meta["radius"]["n_chunks"], meta["d_model"]))
     cfg, seed = params["neighbours"], params["seed"]
     self_df, held_df, summary = search_activations(train, heldout, meta["layers"], cfg, seed)
     affine = final_norm_affine(meta) if meta["layers"][-1] == FINAL_NORM_LAYER else None
-    radius, radius_numbers = search_radius(train, meta["layers"], cfg, seed, affine)
+    radius, radius_numbers = search_radius(sample[0], train, meta["layers"], cfg, seed, affine)
     write_parquet(out_dir / "self.parquet", self_df)
     write_parquet(out_dir / "heldout.parquet", held_df)
     write_csv(out_dir / "summary.csv", summary)

@@ -1,5 +1,9 @@
 """Train a decoder-only LM with AdamW, warmup + cosine decay, periodic eval, checkpoints and exact resume.
 
+Writes the final weights (``model.pt``) and the weights at the lowest validation CE (``best.pt``, the
+checkpoint later stages use where a run over-fits), the metrics, a summary and the final model's per-row
+validation losses (``eval_rows.parquet``).
+
 Determinism: the batch of step ``s`` is a pure function of (seed, s), dropout is re-seeded every step, and
 the checkpoint holds model, optimizer and the running-loss accumulator, so a run killed and resumed from
 its last checkpoint produces the same weights and metrics as an uninterrupted run (on the same device).
@@ -14,6 +18,7 @@ import hashlib
 import json
 import logging
 import math
+import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
@@ -27,13 +32,16 @@ from torch.nn import functional as F
 from tqdm import tqdm
 
 from assocmem.errors import AssocmemError
-from assocmem.gemm import onednn_available, onednn_linear, resolve_gemm
+from assocmem.gemm import measure_peak_flops, resolve_gemm
 from assocmem.io import load_torch, rebuild_hint, save_torch, write_csv, write_json, write_parquet
 from assocmem.model import DecoderLM, ModelConfig, flops_per_token
 from assocmem.runtime import resolve_device
 from assocmem.tokenstore import TokenStore, data_fingerprint
 
 IGNORE = -100
+# The weights at the lowest validation CE so far. Not a workflow output until the run completes, so it survives the
+# deletion of a killed job's outputs, like checkpoint.pt, and a resumed run ends with the same best.pt.
+BEST_IN_PROGRESS = "best.inprogress.pt"
 log = logging.getLogger(__name__)
 Batch = tuple[torch.Tensor, torch.Tensor]
 
@@ -171,33 +179,6 @@ def evaluate(model: torch.nn.Module, batches: list[Batch], device: torch.device,
     return total / max(count, 1)
 
 
-def measure_peak_flops(device: torch.device, seconds: float = 0.3) -> float:
-    """Achievable dense-matmul FLOP/s on this device (the MFU denominator), measured, not assumed: the best
-    of short bursts, so a burst slowed by another process on a shared machine does not count. On CPU the
-    faster of the two fp32 GEMM libraries in the wheel counts (MKL through ``@``, oneDNN; see assocmem.gemm)."""
-    size = 4096 if device.type == "cuda" else 1024  # 512^3 reached ~70% of the 1024^3 rate on CPU
-    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
-    a = torch.randn(size, size, device=device, dtype=dtype)
-    b = torch.randn(size, size, device=device, dtype=dtype)
-    products = [lambda: a @ b]
-    if device.type == "cpu" and onednn_available():
-        products.append(lambda: onednn_linear(a, b))
-    return max(_best_burst(product, device, 2.0 * size**3, seconds / len(products)) for product in products)
-
-
-def _best_burst(product: Callable[[], Any], device: torch.device, flops: float, seconds: float) -> float:
-    product()  # warm-up
-    best, start = 0.0, time.perf_counter()
-    while time.perf_counter() - start < seconds or best == 0.0:
-        burst = time.perf_counter()
-        for _ in range(4):
-            product()
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        best = max(best, 4 * flops / (time.perf_counter() - burst))
-    return best
-
-
 def dist_rank_world() -> tuple[int, int]:
     if torch.distributed.is_available() and torch.distributed.is_initialized():
         return torch.distributed.get_rank(), torch.distributed.get_world_size()
@@ -206,8 +187,6 @@ def dist_rank_world() -> tuple[int, int]:
 
 def init_distributed(device: torch.device) -> torch.device:
     """Join the process group when launched by torchrun (WORLD_SIZE > 1); one GPU per process."""
-    import os
-
     if int(os.environ.get("WORLD_SIZE", "1")) <= 1 or torch.distributed.is_initialized():
         return device
     backend = "nccl" if device.type == "cuda" else "gloo"
@@ -281,6 +260,12 @@ def load_checkpoint(path: Path, model: torch.nn.Module, optimizer: torch.optim.O
     return RunState(int(payload["step"]), pd.DataFrame(payload["metrics"]).to_dict(orient="records"),
                     float(payload["running_loss"]), int(payload["running_tokens"]),
                     pd.DataFrame(payload["timing"]).to_dict(orient="records"))
+
+
+def is_new_best(metrics: list[dict[str, float]]) -> bool:
+    """True when the last evaluation's validation CE is lower than every earlier one (the first minimum wins)."""
+    values = [row["val_ce"] for row in metrics]
+    return bool(values) and all(values[-1] < earlier for earlier in values[:-1])
 
 
 def early_stop_reached(metrics: list[dict[str, float]], patience: int | None, min_delta: float) -> bool:
@@ -357,6 +342,8 @@ class TrainJob:
         state = RunState(0, [], 0.0, 0)
         if ckpt_path.exists():
             state = load_checkpoint(ckpt_path, model, optimizer, self.fingerprint) or state
+        if state.step == 0:  # best weights left by an earlier attempt must not survive a fresh start
+            (self.run_dir / BEST_IN_PROGRESS).unlink(missing_ok=True)
         step_model = wrap_ddp(model, device)
         step_model = torch.compile(step_model) if s.compile else step_model
         autocast = self._autocast(device)
@@ -378,6 +365,8 @@ class TrainJob:
                 elapsed = time.perf_counter() - clock
                 row = self._log_row(model, state, device, autocast, elapsed, flops_token, peak)
                 progress.set_postfix(train=f"{row['train_loss']:.3f}", val=f"{row['val_ce']:.3f}")
+                if is_main and is_new_best(state.metrics):  # kept beside the checkpoint until the run completes
+                    self._save_model(model, BEST_IN_PROGRESS, step=state.step)
                 clock = time.perf_counter()
                 if is_main:  # for watching a run; metrics.csv itself appears only when the run is complete
                     write_csv(self.run_dir / "metrics.inprogress.csv", pd.DataFrame(state.metrics))
@@ -409,9 +398,16 @@ class TrainJob:
         state.running_loss, state.running_tokens = 0.0, 0
         return row
 
+    def _save_model(self, model: DecoderLM, name: str, step: int) -> None:
+        """The weights and config as :func:`load_model` reads them (``model.pt``: final; ``best.pt``: the weights
+        at the lowest validation CE so far)."""
+        save_torch(self.run_dir / name, {"model": model.state_dict(), "config": self.model_config.to_dict(),
+                                         "step": step})
+
     def _finish(self, model: DecoderLM, state: RunState, n_params: int, peak: float, device,
                 gemm: str) -> dict[str, Any]:
-        save_torch(self.run_dir / "model.pt", {"model": model.state_dict(), "config": self.model_config.to_dict()})
+        self._save_model(model, "model.pt", step=state.step)
+        os.replace(self.run_dir / BEST_IN_PROGRESS, self.run_dir / "best.pt")
         metrics = pd.DataFrame(state.metrics)
         write_csv(self.run_dir / "metrics.csv", metrics)
         timing = pd.DataFrame(state.timing)

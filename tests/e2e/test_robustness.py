@@ -127,4 +127,4 @@ def test_changed_code_reruns_its_jobs_and_their_dependants(tiny_copy, tmp_path):
         (package / code).write_text((package / code).read_text() + "\n# changed\n")
         if code == "report/render.py":
             assert dry_run(repo, tiny_copy) == {"report"}
-    assert dry_run(repo, tiny_copy) == {"train", "activations", "neighbours", "report"}
+    assert dry_run(repo, tiny_copy) == {"train", "activations", "neighbours", "evaluate", "report"}

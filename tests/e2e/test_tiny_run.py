@@ -67,7 +67,7 @@ def test_changing_a_training_key_reruns_only_training_and_descendants(finished_r
     changed = tmp_path / "changed.yaml"
     changed.write_text(yaml.safe_dump(config))
     plan = planned_rules(snakemake(finished_run, "-n", "--cores", "2", config=changed))
-    assert plan == {"train", "activations", "neighbours", "report"}
+    assert plan == {"train", "activations", "neighbours", "evaluate", "report"}
 
 
 def test_forcerun_and_single_target(finished_run):

@@ -3,13 +3,15 @@ rule activations:
     input:
         store=P("tokens_meta"),
         subset=P("subset_meta"),
-        model=P("model"),
+        model=activation_model,
     output:
         train=P("acts_train"),
         heldout=P("acts_heldout"),
         train_index=P("acts_train_index"),
         heldout_index=P("acts_heldout_index"),
         meta=P("acts_meta"),
+        radius=P("acts_radius"),
+        radius_index=P("acts_radius_index"),
     log:
         log_path("{exp}/activations_{model}_{subset}"),
     benchmark:
@@ -47,6 +49,10 @@ rule pretrained_activations:
             "acts_heldout_index", exp="{exp}", model="{model}", subset=PRETRAINED
         ),
         meta=at("acts_meta", exp="{exp}", model="{model}", subset=PRETRAINED),
+        radius=at("acts_radius", exp="{exp}", model="{model}", subset=PRETRAINED),
+        radius_index=at(
+            "acts_radius_index", exp="{exp}", model="{model}", subset=PRETRAINED
+        ),
     log:
         log_path("{exp}/pretrained_activations_{model}"),
     benchmark:

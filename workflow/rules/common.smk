@@ -7,7 +7,15 @@ sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
 from assocmem import layout
 from assocmem.codehash import code_digest
-from assocmem.config import ConfigError, load_schema, run_settings, validate_config
+from assocmem.config import (
+    ConfigError,
+    evaluated_runs,
+    evaluation_sets,
+    fresh_sequences,
+    load_schema,
+    run_settings,
+    validate_config,
+)
 from assocmem.dataset_kinds import QUESTION_FORMATION, kind_of
 from snakemake.exceptions import WorkflowError
 
@@ -157,6 +165,38 @@ def audit_params(w):
     )
 
 
+def fresh_params(w):
+    dataset = EXPS[w.exp]["dataset"]
+    spec = {key: dataset[key] for key in ("sizes", "grammar_weights")}
+    spec["fresh_sequences"] = fresh_sequences(dataset)
+    if dataset["grammar_weights"] == "fitted":
+        from assocmem.io import sha256_file
+        from assocmem.qf.weights import fitted_path
+
+        spec["fitted_grammar_sha256"] = sha256_file(fitted_path())
+    return as_json({"dataset": spec, "seed": config["seed"]})
+
+
+def evaluation_files(exp):
+    """Evaluation set name -> the file it reads (config.evaluation_sets: a layout artifact or a config path)."""
+    files = {}
+    for name, source in evaluation_sets(EXPS[exp]).items():
+        artifact, _, split = source.partition(":")
+        if artifact in ("fresh_file", "raw_file"):
+            files[name] = at(artifact, exp=exp, split=split)
+        else:
+            files[name] = source
+    return files
+
+
+def evaluation_inputs(w):
+    return evaluation_files(w.exp)
+
+
+def evaluation_params(w):
+    return as_json({"files": evaluation_files(w.exp), "seed": config["seed"]})
+
+
 def tokenize_params(w):
     dataset = EXPS[w.exp]["dataset"]
     return as_json(
@@ -233,6 +273,15 @@ def audit_inputs(w):
     return {"reference": reference} if reference else {}
 
 
+def activation_model(w):
+    """The weights whose states are dumped: best.pt (lowest validation CE) or model.pt (final), by
+    activations.checkpoint."""
+    name = (
+        "best_model" if EXPS[w.exp]["activations"]["checkpoint"] == "best" else "model"
+    )
+    return at(name, exp=w.exp, model=w.model, subset=w.subset)
+
+
 def raw_dir_arg(w, input):
     return f"--raw-dir {Path(input.raw[0]).parent}" if "raw" in input.keys() else ""
 
@@ -260,6 +309,8 @@ def data_files(exp):
         files.append(at("raw_manifest", exp=exp))
     if kind(exp).audited:
         files += [at(name, exp=exp) for name in ("floor", "compare")]
+    if "fresh" in evaluation_sets(EXPS[exp]):
+        files += [at(name, exp=exp) for name in ("fresh_file", "fresh_manifest")]
     return files
 
 
@@ -274,9 +325,16 @@ def run_files(exp, model, subset):
     return [at(name, exp=exp, model=model, subset=subset) for name in names]
 
 
+def evaluation_outputs(exp):
+    return [
+        at("evaluation", exp=exp, model=model, subset=layout.subset_name(fraction))
+        for model, fraction in evaluated_runs(EXPS[exp])
+    ]
+
+
 def report_inputs(w):
     """Every output of every other job: the report reruns when any changes, and deleting any reruns its job."""
-    files = [f for exp in EXPS for f in data_files(exp)]
+    files = [f for exp in EXPS for f in data_files(exp) + evaluation_outputs(exp)]
     return files + [f for run in runs() for f in run_files(*run)]
 
 

@@ -49,3 +49,26 @@ rule data_audit:
     shell:
         "python -m assocmem data-audit --params {params.spec:q} --raw-dir {params.raw_dir}"
         " --floor {output.floor} --compare {output.compare} > {log} 2>&1"
+
+
+rule generate_fresh:
+    """A fresh sample from the generator, distributed as the training split: the evaluate stage's large set."""
+    output:
+        file=P("fresh_file"),
+        manifest=P("fresh_manifest"),
+    log:
+        log_path("{exp}/generate_fresh"),
+    benchmark:
+        bench_path("{exp}/generate_fresh")
+    conda:
+        "../envs/assocmem.yaml"
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=30,
+    params:
+        code=stage_code("generate_fresh"),
+        spec=fresh_params,
+        out_dir=parent_dir("out.manifest"),
+    shell:
+        "python -m assocmem generate-fresh --params {params.spec:q} --out-dir {params.out_dir} > {log} 2>&1"

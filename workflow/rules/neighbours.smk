@@ -3,6 +3,7 @@ rule neighbours:
     input:
         train=P("acts_train"),
         heldout=P("acts_heldout"),
+        radius=P("acts_radius"),
         meta=P("acts_meta"),
     output:
         self_nn=P("nn_self"),

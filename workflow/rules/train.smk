@@ -5,6 +5,7 @@ rule train:
         subset=P("subset_meta"),
     output:
         model=P("model"),
+        best=P("best_model"),
         metrics=P("metrics"),
         summary=P("summary"),
         eval_rows=P("eval_rows"),

@@ -54,11 +54,14 @@ def sample_chunks(store: TokenStore, rows: np.ndarray, n_chunks: int, seed: int)
 
 
 def _sequence_batches(store: TokenStore, chunks: pd.DataFrame, batch_size: int) -> Iterator[ChunkBatch]:
-    """Batches of whole sequences in row order (so similar lengths pad together)."""
-    order = np.argsort(chunks["seq_row"].to_numpy(), kind="stable")
+    """Batches of chunks with similar end positions, each cut after its last end position: attention is causal, so
+    the state at a position does not depend on the tokens after it, and no compute is spent on them."""
+    positions = chunks["position"].to_numpy()
+    order = np.lexsort((chunks["seq_row"].to_numpy(), positions))
     for start in range(0, len(order), batch_size):
         idx = order[start:start + batch_size]
-        yield idx, store.padded_batch(chunks["seq_row"].to_numpy()[idx]), chunks["position"].to_numpy()[idx]
+        tokens = store.padded_batch(chunks["seq_row"].to_numpy()[idx])
+        yield idx, tokens[:, :int(positions[idx].max()) + 1], positions[idx]
 
 
 def _window_batches(tokens: np.ndarray, batch_size: int) -> Iterator[ChunkBatch]:
@@ -111,14 +114,17 @@ def _chunk_split(model: DecoderLM, store: TokenStore, *, n_chunks: int, chunk_le
 
 def dump_decoder_activations(model: DecoderLM, store_dir: Path, out_dir: Path, *, heldout_split: str | None,
                              n_chunks: int, chunk_len: int, layers: str, batch_size: int, seed: int,
-                             label: str = "") -> dict[str, Any]:
+                             label: str = "", radius_chunks: int | None = None,
+                             checkpoint: str = "final") -> dict[str, Any]:
     """Training chunks from the store's (subset's) train split, held-out chunks from ``heldout_split``
-    (default: the store's held-out role); writes ``train``/``heldout`` arrays, indexes and ``meta.json``."""
+    (default: the store's held-out role), and the radius test's sample of ``radius_chunks`` training chunks (last
+    layer; None: the training dump's); writes ``train``/``heldout``/``radius`` arrays, indexes and ``meta.json``,
+    which names the ``checkpoint`` the model's weights come from ("best" or "final")."""
     model.eval()
     plan = plan_splits(store_dir, heldout_split, seed)
     layer_ids = layer_selection(model.cfg.n_layer, layers)
     names = hidden_layer_names(model.cfg.n_layer)
-    meta = {"layers": [names[i] for i in layer_ids], "d_model": model.cfg.d_model,
+    meta = {"layers": [names[i] for i in layer_ids], "d_model": model.cfg.d_model, "checkpoint": checkpoint,
             "chunking": chunking_description(plan.train.store, chunk_len),
             "final_norm": final_norm_record(model.ln_f)}
 
@@ -130,4 +136,13 @@ def dump_decoder_activations(model: DecoderLM, store_dir: Path, out_dir: Path, *
         write_parquet(out_dir / f"{split.name}.index.parquet", chunks)
         return info
 
-    return dump_splits(plan, out_dir, meta, dump_split)
+    def dump_radius(split: ChunkSplit) -> dict[str, Any]:
+        chunks, batches, info = _chunk_split(model, split.store, n_chunks=radius_chunks, chunk_len=chunk_len,
+                                             batch_size=batch_size, seed=split.seed + 2)
+        states = gather_states(model, batches, radius_chunks, [len(names) - 1],
+                               desc=f"activations {label} radius".strip())
+        write_npy(out_dir / "radius.npy", states)
+        write_parquet(out_dir / "radius.index.parquet", chunks)
+        return {**info, "layer": names[-1]}
+
+    return dump_splits(plan, out_dir, meta, dump_split, dump_radius if radius_chunks else None)

@@ -342,7 +342,8 @@ def _finalise(
 def dump_hf_activations(spec: dict[str, Any], acts: dict[str, Any], seed: int, store_dir: Path,
                         out_dir: Path) -> dict[str, Any]:
     """The paper's Fig. 2 protocol on a pretrained HF causal LM: last-position states of random chunks of the
-    store's training split (``train.npy``) and of its held-out split (``heldout.npy``)."""
+    store's training split (``train.npy``), of its held-out split (``heldout.npy``) and the radius test's
+    last-layer sample of the training split (``radius.npy``, ``activations.radius_chunks`` chunks)."""
     load_spec = {k: v for k, v in spec.items()
                  if k in ("name", "revision", "config", "local_files_only", "dtype", "device") and v is not None}
     model, info = load_causal_lm({**load_spec, "seed": seed})
@@ -360,4 +361,12 @@ def dump_hf_activations(spec: dict[str, Any], acts: dict[str, Any], seed: int, s
         return {"n_chunks": acts["n_chunks"], "chunk_len": acts["chunk_len"],
                 "distinct_chunks": int(len(np.unique(offsets))), "layers": result["layers"]}
 
-    return dump_splits(plan, out_dir, meta, dump_split)
+    def dump_radius(split: ChunkSplit) -> dict[str, Any]:
+        count = acts["radius_chunks"]
+        chunks, offsets = split.store.random_chunks(count, acts["chunk_len"], split.seed + 2)
+        dump_hf_chunk_activations(model, chunks, out_dir / "radius.npy", layers="last", final_ln=final_ln,
+                                  batch_size=spec["batch_size"], offsets=offsets)
+        return {"n_chunks": count, "chunk_len": acts["chunk_len"], "distinct_chunks": int(len(np.unique(offsets))),
+                "layer": meta["layers"][-1]}
+
+    return dump_splits(plan, out_dir, meta, dump_split, dump_radius if acts.get("radius_chunks") else None)

@@ -3,7 +3,9 @@ layer's training activations:
 
 * **distinct prefixes**: identical prefixes give identical activations in a causal model, so the self-search over
   all chunks holds exact zero distances; here every distinct vector is kept once and the rank-1 distance of each is
-  measured within nested random subsamples of the distinct vectors (the self-search's fractions);
+  measured within nested random subsamples of the distinct vectors: the self-search's fractions of
+  m_max = min(``max_size``, number of distinct vectors), so that the paper's m = 80,000 is itself a sample size
+  whenever the sample holds that many distinct prefixes (no extrapolation);
 * **gain-free**: the same after dividing the final norm's gain out, (x - bias) / gain, whose norm is sqrt(d) for a
   LayerNorm, so distances no longer scale with a learned gain;
 * the scale numbers the claim compares 2r* with: the RMS norm of the distinct vectors (and of the gain-free ones)
@@ -19,7 +21,6 @@ import numpy as np
 import pandas as pd
 
 from assocmem.knn.exact import knn
-from assocmem.knn.protocols import nested_subsample_rows
 
 RADIUS_COLUMNS = ["set", "fraction", "n_patterns", "query", "distance"]
 
@@ -35,14 +36,21 @@ def rms_norm(vectors: np.ndarray) -> float:
     return float(np.sqrt(np.mean(np.sum(np.asarray(vectors, dtype=np.float64) ** 2, axis=1))))
 
 
+def subsample_sizes(fractions: Sequence[float], n_rows: int, max_size: int | None) -> list[tuple[float, int]]:
+    """(fraction, size) of each nested subsample: the fraction of m_max = min(max_size, n_rows) rows."""
+    m_max = n_rows if max_size is None else min(int(max_size), n_rows)
+    return [(float(fraction), round(float(fraction) * m_max)) for fraction in sorted(fractions)]
+
+
 def nested_nn(vectors: np.ndarray, ids: np.ndarray, fractions: Sequence[float], seed: int,
-              **knn_options: Any) -> pd.DataFrame:
+              max_size: int | None = None, **knn_options: Any) -> pd.DataFrame:
     """Rank-1 NN distance of every row of each nested subsample of ``ids`` among that subsample (columns fraction,
-    n_patterns, query = row of ``vectors``, distance in float64); fractions leaving fewer than two rows are
-    skipped."""
+    n_patterns, query = row of ``vectors``, distance in float64): the first ``size`` ids of one seeded permutation
+    (:func:`subsample_sizes`); subsamples of fewer than two rows are skipped."""
+    permutation = np.random.default_rng(seed).permutation(ids.size)
     frames = []
-    for fraction in fractions:
-        chosen = ids[nested_subsample_rows(ids.size, fraction, seed)]
+    for fraction, size in subsample_sizes(fractions, ids.size, max_size):
+        chosen = ids[np.sort(permutation[:size])]
         if chosen.size < 2:
             continue
         subset = np.ascontiguousarray(vectors[chosen], dtype=np.float32)
@@ -53,20 +61,24 @@ def nested_nn(vectors: np.ndarray, ids: np.ndarray, fractions: Sequence[float], 
 
 
 def radius_searches(last_layer: np.ndarray, fractions: Sequence[float], seed: int,
-                    affine: tuple[np.ndarray, np.ndarray] | None = None,
+                    affine: tuple[np.ndarray, np.ndarray] | None = None, max_size: int | None = None,
                     **knn_options: Any) -> tuple[pd.DataFrame, dict[str, Any]]:
     """(frame with columns RADIUS_COLUMNS, numbers) of one run's last layer (n_chunks, d). ``affine``: the final
-    norm's (gain, bias) when the layer is its output; the gain-free set needs every gain nonzero."""
+    norm's (gain, bias) when the layer is its output; the gain-free set needs every gain nonzero. ``max_size``: the
+    largest subsample (None: every distinct vector)."""
     acts = np.asarray(last_layer, dtype=np.float32)
     fractions = sorted(float(f) for f in fractions)
     distinct = distinct_rows(acts)
-    frames = [nested_nn(acts, distinct, fractions, seed, **knn_options).assign(set="distinct")]
+    sizes = subsample_sizes(fractions, distinct.size, max_size)
+    frames = [nested_nn(acts, distinct, fractions, seed, max_size, **knn_options).assign(set="distinct")]
     numbers: dict[str, Any] = {"n_chunks": int(acts.shape[0]), "n_distinct": int(distinct.size),
                                "rms_norm": rms_norm(acts[distinct]), "n_dim": int(acts.shape[1]),
-                               "fractions": fractions, "seed": seed}
+                               "fractions": fractions, "sizes": [size for _, size in sizes],
+                               "max_size": max_size, "seed": seed}
     if affine is not None and np.all(np.abs(affine[0]) > 0):
         gain, bias = affine
         normalised = ((acts.astype(np.float64) - bias) / gain).astype(np.float32)
-        frames.append(nested_nn(normalised, distinct, fractions, seed, **knn_options).assign(set="gain_free"))
+        frames.append(nested_nn(normalised, distinct, fractions, seed, max_size, **knn_options)
+                      .assign(set="gain_free"))
         numbers.update(gain_rms=float(np.sqrt(np.mean(gain**2))), gain_free_rms_norm=rms_norm(normalised[distinct]))
     return pd.concat(frames, ignore_index=True)[RADIUS_COLUMNS], numbers

@@ -92,12 +92,13 @@ def search_activations(train: np.ndarray, heldout: np.ndarray, layers: Sequence[
     return self_df, held_df, summary
 
 
-def search_radius(train: np.ndarray, layers: Sequence[str], cfg: dict[str, Any], seed: int,
+def search_radius(sample: np.ndarray, train: np.ndarray, layers: Sequence[str], cfg: dict[str, Any], seed: int,
                   affine: tuple[np.ndarray, np.ndarray] | None) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """The radius test's searches on the last layer of (n_layers, n_chunks, d) training activations (see
-    :mod:`.radius`), always exact, with the RMS norm of every layer. ``affine``: the final norm's (gain, bias)
-    when the last layer is its output, else None."""
-    frame, numbers = radius_searches(train[len(layers) - 1], cfg["fractions"], seed, affine, device=cfg["device"],
-                                     cpu_engine=cfg.get("cpu_engine", "auto"))
+    """The radius test's searches (see :mod:`.radius`) on its last-layer sample (n_chunks, d), always exact, up to
+    ``cfg["radius_sample_max"]`` distinct rows, with the RMS norm of every layer of the (n_layers, n_chunks, d)
+    training activations. ``affine``: the final norm's (gain, bias) when the last layer is its output, else
+    None."""
+    frame, numbers = radius_searches(sample, cfg["fractions"], seed, affine, max_size=cfg.get("radius_sample_max"),
+                                     device=cfg["device"], cpu_engine=cfg.get("cpu_engine", "auto"))
     numbers.update(layer=layers[-1], layer_rms_norm={layer: rms_norm(train[slot]) for slot, layer in enumerate(layers)})
     return frame, numbers

@@ -295,6 +295,28 @@ def generate_qf(out_dir: str | os.PathLike[str], *, n_train: int = DEFAULT_SIZES
     }
 
 
+FRESH_SEED_OFFSET = 7_919  # the fresh sample's pool is drawn with seed + this: independent of the data splits
+
+
+def generate_fresh(out_dir: str | os.PathLike[str], *, n_fresh: int, n_train: int = DEFAULT_SIZES["train"],
+                   n_dev: int = DEFAULT_SIZES["dev"], n_test: int = DEFAULT_SIZES["test"], seed: int = 0,
+                   dedupe: bool = True, weights: str = "fitted") -> dict:
+    """``question.fresh``: ``n_fresh`` sequences from a second pool drawn like the training pool (same sizes,
+    weights and dedupe, another seed), so their distribution is the one the training split's entropy floor
+    describes; returns a manifest. At most the pool's size (train + dev + test) can be drawn."""
+    pool_size = n_train + n_dev + n_test
+    if not 1 <= n_fresh <= pool_size:
+        raise AssocmemError(f"dataset.fresh_sequences: {n_fresh} outside 1..{pool_size} (the size of the iid pool "
+                            "train + dev + test, whose distribution the fresh sample must share)")
+    splits, draws = generate_splits(n_train=n_train, n_dev=n_dev, n_test=n_test, n_gen=0,
+                                    seed=seed + FRESH_SEED_OFFSET, dedupe=dedupe, weights=weights)
+    path = Path(out_dir) / "question.fresh"
+    write_text(path, "".join((splits["train"] + splits["dev"] + splits["test"])[:n_fresh]))
+    return {"dataset": "question_formation", "generator_version": GENERATOR_VERSION, "grammar_weights": weights,
+            "seed": int(seed + FRESH_SEED_OFFSET), "pool_size": pool_size, "dedupe": bool(dedupe),
+            "sentences_drawn": int(draws), "lines": n_fresh, "file": path.name, "sha256": sha256_file(path)}
+
+
 def parse_line(line: str, where: str) -> QFExample:
     """One McCoy line -> QFExample; ``where`` ("file:line") goes into the error message."""
     fields = line.rstrip("\n").split("\t")

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from assocmem import layout
+from assocmem.config import evaluated_runs
 from assocmem.dataset_kinds import kind_of
 from assocmem.io import load_npy, read_json, read_table
 
@@ -35,6 +36,7 @@ class Run:
     radius: pd.DataFrame  # last-layer NN distances among distinct prefixes (and gain-free), by the neighbours stage
     radius_meta: dict[str, Any]
     eval_rows: pd.DataFrame | None  # per-row losses of the final model on the validation batches (trained runs)
+    evaluation: dict[str, Any] | None = None  # the evaluate stage's sets (full-data runs of audited data)
 
     @property
     def label(self) -> str:
@@ -43,6 +45,17 @@ class Run:
     @property
     def trained(self) -> bool:
         return self.metrics is not None
+
+    @property
+    def checkpoint(self) -> str:
+        """Which weights the activations come from: 'best' (lowest validation CE) or 'final'."""
+        return self.act_meta.get("checkpoint", "final")
+
+    def checkpoint_metrics(self) -> pd.Series:
+        """The metrics row of the checkpoint the activations come from."""
+        if self.checkpoint == "best":
+            return self.metrics.loc[self.metrics["val_ce"].idxmin()]
+        return self.metrics.iloc[-1]
 
     def activations(self, split: str) -> np.ndarray:
         """(n_layers, n_chunks, d) float32 memmap; split is 'train' or 'heldout'."""
@@ -88,8 +101,9 @@ class Experiment:
         return [run for run in self.runs if run.trained]
 
 
-def load_run(results: Path, exp: str, model: str, fraction: float | None) -> Run:
-    """A trained run (fraction given) or a pretrained model (fraction None)."""
+def load_run(results: Path, exp: str, model: str, fraction: float | None, evaluated: bool = False) -> Run:
+    """A trained run (fraction given) or a pretrained model (fraction None); ``evaluated``: the evaluate stage ran
+    on it."""
     subset = layout.subset_name(fraction) if fraction is not None else layout.PRETRAINED_SUBSET
     trained = fraction is not None
 
@@ -105,6 +119,7 @@ def load_run(results: Path, exp: str, model: str, fraction: float | None) -> Run
         nn_heldout=read_table(at("nn_heldout")), radius=read_table(at("nn_radius"), columns=RADIUS_COLUMNS),
         radius_meta=read_json(at("nn_radius_meta")),
         eval_rows=read_table(at("eval_rows"), columns=EVAL_ROW_COLUMNS) if trained else None,
+        evaluation=read_json(at("evaluation")) if evaluated else None,
     )
 
 
@@ -126,7 +141,9 @@ def load_experiments(results_dir: Path, config: dict[str, Any]) -> list[Experime
             experiment.sweep_runs = load_sweep_runs(results, name, exp_cfg)
             experiments.append(experiment)
             continue
-        experiment.runs = [load_run(results, name, model, f) for model in exp_cfg["models"] for f in fractions]
+        evaluated = set(evaluated_runs(exp_cfg))
+        experiment.runs = [load_run(results, name, model, f, (model, f) in evaluated) for model in exp_cfg["models"]
+                           for f in fractions]
         experiment.runs += [load_run(results, name, model, None) for model in exp_cfg["pretrained"]]
         experiments.append(experiment)
     return experiments

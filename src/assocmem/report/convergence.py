@@ -1,25 +1,27 @@
-"""The "not converged" mark: a run whose validation CE still falls by more than a stated tolerance over the last
-20% of its steps. No claim rests on a run so marked (report.checks filters them and lists them).
+"""A trained run's status: converged, not converged or over-fitted. The rule is fixed in advance:
 
-Rule. Let S be the last logged step and W the evaluations at steps >= (1 - window) S (window = 0.2); when W
-holds fewer than two, the last evaluation before the window is added as an anchor. The *drop* is minus the
-least-squares slope of val CE on step over W, times window * S: the fall the late trend implies over the last
-fifth of training. A run is
+1. **Over-fitted** iff the final validation CE exceeds the run's best by more than ``z`` = 1.96 standard errors of
+   the final value (its evaluation noise): the run is past its best. Later stages use its best checkpoint
+   (``best.pt``); no claim about a loss floor rests on it.
+2. **Trend.** Least squares of validation CE on log2(step) over the evaluations in the last ``window`` (default
+   half) of the steps, at least three (earlier evaluations are added when fewer fall inside). The slope is the
+   change per doubling of training; ``-slope + t(0.95, df) * se(slope)`` is a one-sided 95% upper bound on how much
+   one more doubling would still lower the CE if the trend held: the *remaining fall*.
+3. **Converged** iff the remaining fall is at most ``margin``, the resolution the claims need; **not converged**
+   otherwise; **undetermined** with fewer than three evaluations or no evaluation noise.
 
-* "not converged" iff drop > tolerance,
-* "converged" iff drop <= tolerance,
-* "undetermined" iff fewer than two evaluations exist or the tolerance is unknown (treated like "not
-  converged" by every claim).
+Why this rule. A claim compares a run's level with a floor or with 1, so a run counts when training longer could not
+move it by as much as the claim must resolve; the margin is that resolution (for data whose exact entropy floor lies
+below 1: half the distance from the floor to 1, the gap the loss-floor claim has to tell apart). The trend's own
+standard error enters, so a noisy flat curve is not "converged" by chance. Steps enter as log2(step) over half the
+run, so a plateau shorter than the window (a run cut off at 5,500 steps on its way down) still shows its fall.
+Limits: a trend is not a forecast. A run whose learning rate decays to its floor flattens because the optimiser
+stops, not because the model has nothing left to learn; the report states this, and its sensitivity table shows
+the statuses under other windows and margins.
 
-Tolerance = the standard error of the final validation CE, estimated on the fixed evaluation batches: with s_i
-the summed NLL and n_i the predicted tokens of row i (a sequence, or a window for text corpora), CE =
-sum s_i / sum n_i and, treating rows as independent clusters (delta method for a ratio),
+The evaluation noise: with s_i the summed NLL and n_i the predicted tokens of row i of the fixed evaluation batches,
+CE = sum s_i / sum n_i and, treating rows as independent clusters (delta method for a ratio),
 SE^2 = m / (m - 1) * sum_i (s_i - CE n_i)^2 / (sum_i n_i)^2.
-Why this tolerance: every claim compares the final level with a floor or with 1, and that level is known only to
-+- SE. If the fall over the last fifth of training is below the SE, training another fifth would move the level
-by less than its own uncertainty; a larger fall means the final value still measures the training budget, not
-the plateau. A run that plateaus only because the learning rate decayed to its floor passes this test; that
-limit is stated in the report.
 """
 
 from __future__ import annotations
@@ -33,10 +35,16 @@ from scipy import stats
 
 from assocmem.errors import AssocmemError
 
-WINDOW = 0.2
-CONVERGED, NOT_CONVERGED, UNDETERMINED, PRETRAINED = ("converged", "not converged", "undetermined",
-                                                      "pretrained (not trained here)")
-USABLE = (CONVERGED, PRETRAINED)
+WINDOW = 0.5
+Z_RISE = 1.96
+ONE_SIDED = 0.95
+DEFAULT_MARGIN = 0.01  # nats: the resolution asked of runs on data without an exact floor below 1
+SENSITIVITY_WINDOWS = (0.3, 0.5, 0.7)
+SENSITIVITY_MARGIN_FACTORS = (0.5, 1.0, 2.0)
+CONVERGED, NOT_CONVERGED, OVER_FITTED, UNDETERMINED, PRETRAINED = (
+    "converged", "not converged", "over-fitted", "undetermined", "pretrained (not trained here)")
+USABLE = (CONVERGED, PRETRAINED)  # a level (a loss floor) may rest on these
+USABLE_AT_BEST = (CONVERGED, OVER_FITTED, PRETRAINED)  # a model at its best checkpoint (activations) may
 
 
 @dataclass(frozen=True)
@@ -46,11 +54,15 @@ class Convergence:
     final_step: float | None = None
     window_start_step: float | None = None
     evaluations_in_window: int = 0
-    drop: float | None = None  # fitted fall of val CE over the last `window` of steps (nats/token)
-    drop_se: float | None = None  # its standard error from the fit residuals (>= 3 evaluations)
-    endpoint_drop: float | None = None  # val CE at the first window evaluation minus the final val CE
-    tolerance: float | None = None
+    fall_per_doubling: float | None = None  # minus the slope of val CE on log2(step) in the window (nats)
+    fall_se: float | None = None  # its standard error from the fit residuals
+    remaining_fall: float | None = None  # one-sided 95% upper bound of the fall per doubling
+    margin: float | None = None
     final_val_ce: float | None = None
+    best_val_ce: float | None = None
+    best_step: float | None = None
+    rise: float | None = None  # final minus best val CE
+    tolerance: float | None = None  # SE of the final val CE on the fixed evaluation batches
     eval_rows: int | None = None
     eval_tokens: int | None = None
     recomputed_val_ce: float | None = None  # the final model on the fixed batches (must equal final_val_ce)
@@ -58,7 +70,13 @@ class Convergence:
 
     @property
     def usable(self) -> bool:
+        """May a claim about the run's level (a loss floor) rest on it?"""
         return self.status in USABLE
+
+    @property
+    def usable_at_best(self) -> bool:
+        """May a claim about the model at its best checkpoint rest on it?"""
+        return self.status in USABLE_AT_BEST
 
     def as_record(self) -> dict[str, Any]:
         return asdict(self)
@@ -78,49 +96,65 @@ def ratio_standard_error(row_nll: np.ndarray, row_tokens: np.ndarray) -> tuple[f
     return ce, se
 
 
-def _window(metrics: pd.DataFrame, column: str, window: float) -> tuple[pd.DataFrame, float, float]:
-    """The evaluations of the last ``window`` of steps (plus the one before it when fewer than two fall inside)."""
-    curve = metrics[["step", column]].dropna().sort_values("step")
+def _window(curve: pd.DataFrame, window: float) -> tuple[pd.DataFrame, float]:
+    """The evaluations of the last ``window`` of steps, with earlier ones added until there are three."""
     final_step = float(curve["step"].iloc[-1])
     start = (1.0 - window) * final_step
-    inside, before = curve[curve["step"] >= start], curve[curve["step"] < start]
-    if len(inside) < 2 and not before.empty:
-        inside = pd.concat([before.iloc[[-1]], inside])
-    return inside, final_step, start
+    inside = curve[curve["step"] >= start]
+    if len(inside) < 3:
+        inside = curve.iloc[-3:]
+    return inside, start
 
 
-def assess(run: str, metrics: pd.DataFrame, tolerance: float | None, window: float = WINDOW,
-           column: str = "val_ce") -> Convergence:
+def _trend(inside: pd.DataFrame, column: str) -> tuple[float, float, float]:
+    """(fall per doubling, its SE, its one-sided upper bound) from the least-squares line of val CE on log2(step)."""
+    x = np.log2(inside["step"].to_numpy(dtype=np.float64))
+    y = inside[column].to_numpy(dtype=np.float64)
+    centred = x - x.mean()
+    slope = float(centred @ (y - y.mean()) / (centred @ centred))
+    residual = y - y.mean() - slope * centred
+    df = len(x) - 2
+    se = float(np.sqrt(residual @ residual / df / (centred @ centred)))
+    return -slope, se, -slope + float(stats.t.ppf(ONE_SIDED, df)) * se
+
+
+def assess(run: str, metrics: pd.DataFrame, tolerance: float | None, margin: float = DEFAULT_MARGIN,
+           window: float = WINDOW, column: str = "val_ce") -> Convergence:
     """Apply the rule of the module docstring to one run's metrics (columns step and ``column``)."""
-    if not 0 < window < 1:
-        raise AssocmemError(f"convergence window must be in (0, 1), got {window}")
+    if not 0 < window <= 1:
+        raise AssocmemError(f"convergence window must be in (0, 1], got {window}")
     if column not in metrics.columns or "step" not in metrics.columns:
         raise AssocmemError(f"metrics of {run}: need columns 'step' and {column!r}, got {list(metrics.columns)}")
-    if metrics[column].notna().sum() < 2:
-        return Convergence(run, UNDETERMINED, reason="fewer than two evaluations")
-    inside, final_step, start = _window(metrics, column, window)
-    values = inside[column].to_numpy(dtype=np.float64)
-    fit = stats.linregress(inside["step"].to_numpy(dtype=np.float64), values)
-    drop = float(-fit.slope * window * final_step)
-    drop_se = float(fit.stderr * window * final_step) if len(inside) >= 3 else None
-    common = {"final_step": final_step, "window_start_step": start, "evaluations_in_window": len(inside),
-              "drop": drop, "drop_se": drop_se, "endpoint_drop": float(values[0] - values[-1]),
-              "tolerance": tolerance, "final_val_ce": float(values[-1])}
+    curve = metrics[["step", column]].dropna().sort_values("step")
+    if len(curve) < 3:
+        return Convergence(run, UNDETERMINED, margin=margin, reason="fewer than three evaluations")
+    best = int(curve[column].to_numpy().argmin())
+    inside, start = _window(curve, window)
+    fall, fall_se, upper = _trend(inside, column)
+    common = {"final_step": float(curve["step"].iloc[-1]), "window_start_step": start,
+              "evaluations_in_window": len(inside), "fall_per_doubling": fall, "fall_se": fall_se,
+              "remaining_fall": upper, "margin": margin, "final_val_ce": float(curve[column].iloc[-1]),
+              "best_val_ce": float(curve[column].iloc[best]), "best_step": float(curve["step"].iloc[best]),
+              "rise": float(curve[column].iloc[-1] - curve[column].iloc[best]), "tolerance": tolerance}
     if tolerance is None or not np.isfinite(tolerance):
-        return Convergence(run, UNDETERMINED, **common, reason="no tolerance: the evaluation noise is unknown")
-    status = NOT_CONVERGED if drop > tolerance else CONVERGED
-    relation = ">" if drop > tolerance else "<="
-    reason = (f"val CE falls {drop:.4f} nats over the last {window:.0%} of steps (steps {start:g}-{final_step:g}, "
-              f"{len(inside)} evaluations, least-squares trend) {relation} tolerance {tolerance:.4f} "
-              "(1 standard error of the final val CE on the fixed evaluation batches)")
-    return Convergence(run, status, **common, reason=reason)
+        return Convergence(run, UNDETERMINED, **common, reason="no evaluation noise: the per-row losses are missing")
+    if common["rise"] > Z_RISE * tolerance:
+        return Convergence(run, OVER_FITTED, **common, reason=(
+            f"val CE ends {common['rise']:.4f} nats above its best (step {common['best_step']:g}), more than "
+            f"{Z_RISE} x its standard error {tolerance:.4f}: past its best"))
+    status = CONVERGED if upper <= margin else NOT_CONVERGED
+    relation = "<=" if status == CONVERGED else ">"
+    return Convergence(run, status, **common, reason=(
+        f"val CE falls {fall:.4f} +- {fall_se:.4f} nats per doubling of steps (least squares on log2 step over "
+        f"steps {inside['step'].iloc[0]:g}-{common['final_step']:g}, {len(inside)} evaluations); the 95% upper "
+        f"bound {upper:.4f} {relation} margin {margin:.4f}"))
 
 
 def assess_with_noise(run: str, metrics: pd.DataFrame, row_nll: np.ndarray, row_tokens: np.ndarray,
-                      window: float = WINDOW) -> Convergence:
-    """:func:`assess` with the tolerance estimated from the final model's per-row losses on the fixed batches."""
+                      margin: float = DEFAULT_MARGIN, window: float = WINDOW) -> Convergence:
+    """:func:`assess` with the evaluation noise estimated from the final model's per-row losses."""
     ce, se = ratio_standard_error(row_nll, row_tokens)
-    values = assess(run, metrics, se, window).as_record()
+    values = assess(run, metrics, se, margin, window).as_record()
     values.update(eval_rows=int((np.asarray(row_tokens) > 0).sum()), eval_tokens=int(np.sum(row_tokens)),
                   recomputed_val_ce=ce)
     return Convergence(**values)
@@ -129,3 +163,8 @@ def assess_with_noise(run: str, metrics: pd.DataFrame, row_nll: np.ndarray, row_
 def pretrained(run: str) -> Convergence:
     return Convergence(run, PRETRAINED, reason="pretrained weights: trained elsewhere, assumed saturated as in "
                                                "the paper's Assumption 1")
+
+
+def claim_margin(floor: float | None) -> float:
+    """The resolution asked of a run: half the distance from an exact floor below 1 to 1, else DEFAULT_MARGIN."""
+    return (1.0 - floor) / 2 if floor is not None and floor < 1 else DEFAULT_MARGIN

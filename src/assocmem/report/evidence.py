@@ -22,13 +22,20 @@ def run_key(run: Run) -> str:
     return f"{run.exp}:{run.label}"
 
 
-def run_convergence(run: Run) -> convergence.Convergence:
-    """The run's convergence status; the tolerance is the SE of its final val CE on the fixed evaluation batches
-    the training job evaluated on (their per-row losses are written by the train stage)."""
+def run_convergence(run: Run, margin: float, window: float = convergence.WINDOW) -> convergence.Convergence:
+    """The run's status (:mod:`assocmem.report.convergence`); its evaluation noise is the SE of its final val CE on
+    the fixed evaluation batches the training job evaluated on (their per-row losses are written by the train
+    stage)."""
     if not run.trained:
         return convergence.pretrained(run.label)
     rows = run.eval_rows
-    return convergence.assess_with_noise(run.label, run.metrics, rows["nll"].to_numpy(), rows["tokens"].to_numpy())
+    return convergence.assess_with_noise(run.label, run.metrics, rows["nll"].to_numpy(), rows["tokens"].to_numpy(),
+                                         margin, window)
+
+
+def margin_of(exp: Experiment) -> float:
+    """The resolution asked of the experiment's runs (convergence.claim_margin of its exact floor, if any)."""
+    return convergence.claim_margin(exp.floor["train"]["floor_nats_per_token"] if exp.floor else None)
 
 
 @dataclass
@@ -55,7 +62,12 @@ class Evidence:
     @cached_property
     def statuses(self) -> dict[str, convergence.Convergence]:
         """Convergence status of every run with activations, keyed by :func:`run_key`."""
-        return {run_key(run): run_convergence(run) for exp in self.experiments for run in exp.runs}
+        return self.statuses_under(convergence.WINDOW, 1.0)
+
+    def statuses_under(self, window: float, margin_factor: float) -> dict[str, convergence.Convergence]:
+        """The statuses under another window and margin (the sensitivity of a verdict to the rule's choices)."""
+        return {run_key(run): run_convergence(run, margin_factor * margin_of(exp), window)
+                for exp in self.experiments for run in exp.runs}
 
     @property
     def runs(self) -> list[Run]:
@@ -69,9 +81,10 @@ class Evidence:
     def status(self, run: Run) -> convergence.Convergence:
         return self.statuses[run_key(run)]
 
-    def status_columns(self, runs: list[Run]) -> dict[str, list[Any]]:
-        """Columns 'usable' and 'status' for a frame with one row per run (claims drop unusable rows)."""
-        return {"usable": [self.status(run).usable for run in runs],
+    def status_columns(self, runs: list[Run], at_best: bool = False) -> dict[str, list[Any]]:
+        """Columns 'usable' and 'status' for a frame with one row per run (claims drop unusable rows). ``at_best``:
+        the claim reads the model at its best checkpoint, so a run that over-fitted counts too."""
+        return {"usable": [self.status(run).usable_at_best if at_best else self.status(run).usable for run in runs],
                 "status": [self.status(run).status for run in runs]}
 
     def convergence_records(self) -> list[dict[str, Any]]:

@@ -150,7 +150,9 @@ def claim_section(check: dict[str, Any], tables: list[str], figures: list[tuple[
         paragraphs.append(f"**Limits of this evidence.** {check['limits']}")
     rows = sum(max(0, len(t.splitlines()) - 2) for t in tables)
     open_tables = tables if rows <= OPEN_TABLE_ROWS else []
-    return Section(claim_title(check), paragraphs=paragraphs, figures=figures, tables=open_tables,
+    own = [markdown_table(table["header"], table["rows"]) for table in check.get("tables", [])]
+    paragraphs += [f"**{table['title']}:** in the table below." for table in check.get("tables", [])]
+    return Section(claim_title(check), paragraphs=paragraphs, figures=figures, tables=[*own, *open_tables],
                    anchor=claim_anchor(check["id"]), toc_label=claim_label(check), group=CLAIMS_GROUP,
                    verdict=check["verdict"], details=[t for t in tables if t not in open_tables], sources=quotes)
 

@@ -78,11 +78,17 @@ def test_split_loop_seeds_stores_and_meta(tmp_path):
         calls.append((split.name, split.store.split, split.seed))
         return {"rows": len(split.store)}
 
+    def record_radius(split):
+        calls.append(("radius", split.store.split, split.seed))
+        return {"rows": 3}
+
     for heldout_split, expected in ((None, "test"), ("dev", "dev")):
         calls.clear()
-        meta = dump_splits(plan_splits(token_dir, heldout_split, 7), tmp_path / "out", {"extra": 1}, record_split)
-        assert calls == [("train", "train", 7), ("heldout", expected, 8)]
-        assert meta == {"extra": 1, "heldout_split": expected, "splits": {"train": {"rows": 8}, "heldout": {"rows": 2}}}
+        meta = dump_splits(plan_splits(token_dir, heldout_split, 7), tmp_path / "out", {"extra": 1}, record_split,
+                           record_radius)
+        assert calls == [("train", "train", 7), ("heldout", expected, 8), ("radius", "train", 7)]
+        assert meta == {"extra": 1, "heldout_split": expected, "radius": {"rows": 3},
+                        "splits": {"train": {"rows": 8}, "heldout": {"rows": 2}}}
         assert read_json(tmp_path / "out" / "meta.json") == meta
 
 
@@ -132,3 +138,24 @@ def test_no_final_norm_recorded():
     assert final_norm_record(torch.nn.LayerNorm(4, elementwise_affine=False)) is None
     assert final_norm_affine({"final_norm": None}) is None
     assert final_norm_affine({}) is None  # a dump written before final_norm was recorded
+
+
+def test_the_radius_sample_is_the_training_dumps_last_layer_unless_a_larger_one_is_asked(tmp_path):
+    token_dir = make_token_dir(tmp_path, repeat=3)
+    model = tiny_decoder(TokenStore(token_dir, "train").vocab_size)
+    common = dict(heldout_split=None, n_chunks=30, chunk_len=1, layers="all", batch_size=7, seed=5)
+    meta = dump_decoder_activations(model, token_dir, tmp_path / "same", checkpoint="best", **common)
+    train, radius = np.load(tmp_path / "same" / "train.npy"), np.load(tmp_path / "same" / "radius.npy")
+    assert radius.shape == (1, 30, 16) and np.array_equal(radius[0], train[-1])
+    assert meta["radius"]["n_chunks"] == 30 and meta["radius"]["layer"] == "final_ln" and meta["checkpoint"] == "best"
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "same" / "radius.index.parquet"),
+                                  pd.read_parquet(tmp_path / "same" / "train.index.parquet"))
+    larger = dump_decoder_activations(model, token_dir, tmp_path / "larger", radius_chunks=80, **common)
+    sample = np.load(tmp_path / "larger" / "radius.npy")
+    index = pd.read_parquet(tmp_path / "larger" / "radius.index.parquet")
+    assert sample.shape == (1, 80, 16) and larger["radius"]["n_chunks"] == 80 and larger["checkpoint"] == "final"
+    store = TokenStore(token_dir, "train")
+    for row in index.head(10).itertuples():  # the last layer's state at each chunk's end, like the training dump
+        prefix = torch.from_numpy(store.sequence(row.seq_row)[: row.position + 1])[None]
+        _, hidden = model(prefix, return_hidden=True)
+        np.testing.assert_allclose(sample[0, row.row], hidden[-1][0, -1].detach().numpy(), atol=1e-5)

@@ -106,3 +106,29 @@ def test_per_model_train_overrides_apply_to_that_model_only():
     assert train["lr"] == 5e-4 and "train" not in spec and spec["n_layer"] == 4
     assert run_settings(exp, "m")[1]["lr"] == exp["train"]["lr"] == 1e-3
     assert train["max_steps"] == exp["train"]["max_steps"]  # everything else is the experiment's
+
+
+def test_the_evaluate_stage_runs_on_the_largest_subset_of_audited_data(tmp_path):
+    exp = validate_config(minimal())["experiments"]["qf"]
+    assert config_module.evaluation_sets(exp) == {"fresh": "fresh_file"}
+    assert config_module.evaluated_runs(exp) == [("m", 1.0)]
+    assert config_module.fresh_sequences(exp["dataset"]) == 100_000  # min(100,000, the pool of 111,000)
+    small = minimal()
+    small["experiments"]["qf"]["dataset"]["sizes"] = {"train": 100, "dev": 10, "test": 10, "gen": 10}
+    assert config_module.fresh_sequences(validate_config(small)["experiments"]["qf"]["dataset"]) == 120
+    reference = tmp_path / "question.dev"
+    reference.write_text("x")
+    downloaded = minimal()
+    downloaded["experiments"]["qf"]["dataset"].update(source="download", reference_dev=str(reference))
+    assert config_module.evaluation_sets(validate_config(downloaded)["experiments"]["qf"]) == {
+        "test": "raw_file:test", "reference": str(reference)}
+    off = minimal()
+    off["experiments"]["qf"]["dataset"]["fresh_sequences"] = 0
+    assert config_module.evaluated_runs(validate_config(off)["experiments"]["qf"]) == []
+
+
+def test_a_fresh_sample_larger_than_the_pool_is_refused_naming_the_key():
+    cfg = minimal()
+    cfg["experiments"]["qf"]["dataset"].update(sizes={"train": 100, "dev": 10, "test": 10}, fresh_sequences=500)
+    with pytest.raises(ConfigError, match=r"experiments\.qf\.dataset\.fresh_sequences: 500 exceeds the iid pool"):
+        validate_config(cfg)

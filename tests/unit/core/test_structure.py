@@ -18,6 +18,7 @@ LEVELS = (
     {"tokenstore", "model", "testing"},
     {"tokenwriter", "subsets"},
     {"qf", "corpus", "train", "activations", "knn"},
+    {"evaluation"},
     {"dataset_kinds"},
     {"config"},
     {"report"},

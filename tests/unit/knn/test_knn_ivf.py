@@ -35,7 +35,9 @@ def test_stage_reports_recall(tmp_path):
     acts.mkdir()
     np.save(acts / "train.npy", data(300, 8)[None])
     np.save(acts / "heldout.npy", data(100, 8, seed=2)[None])
-    meta = {"layers": ["final_ln"], "d_model": 8, "splits": {"train": {"n_chunks": 300}, "heldout": {"n_chunks": 100}}}
+    np.save(acts / "radius.npy", data(300, 8)[None])
+    meta = {"layers": ["final_ln"], "d_model": 8, "splits": {"train": {"n_chunks": 300}, "heldout": {"n_chunks": 100}},
+            "radius": {"n_chunks": 300}}
     (acts / "meta.json").write_text(json.dumps(meta))
     cfg = {"k": 3, "fractions": [1.0], "device": "cpu", "method": "ivf", "nlist": 4, "nprobe": 4,
            "recall_sample": 50}
@@ -43,3 +45,4 @@ def test_stage_reports_recall(tmp_path):
     summary = pd.read_csv(tmp_path / "out" / "summary.csv")
     assert set(summary["protocol"]) == {"self", "heldout"}
     assert (summary["recall_at_k"] == 1.0).all() and (summary["method"] == "ivf").all()
+    assert (tmp_path / "out" / "radius.parquet").exists()  # the radius test's searches are always exact

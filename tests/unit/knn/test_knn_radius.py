@@ -35,7 +35,7 @@ def test_nested_nn_is_the_exact_nearest_neighbour_within_each_subsample(acts: np
     ids = distinct_rows(acts)
     frame = nested_nn(acts, ids, [0.5, 1.0], seed=3)
     for fraction, group in frame.groupby("fraction"):
-        chosen = ids[nested_subsample_rows(ids.size, fraction, 3)]
+        chosen = ids[nested_subsample_rows(ids.size, fraction, 3)]  # the same nested permutation
         assert group["query"].tolist() == chosen.tolist() and (group["n_patterns"] == chosen.size).all()
         np.testing.assert_allclose(group["distance"], brute_force_nn(acts[chosen]), rtol=1e-5)
     assert nested_nn(acts, ids[:3], [0.25], seed=3).empty  # fewer than two rows: nothing to measure
@@ -61,10 +61,19 @@ def test_no_gain_free_set_without_a_usable_gain(acts: np.ndarray, affine) -> Non
     assert set(frame["set"]) == {"distinct"} and "gain_rms" not in numbers
 
 
-def test_search_radius_uses_the_last_layer_and_measures_every_layer(acts: np.ndarray) -> None:
-    layers = np.stack([acts * 3, acts])  # (n_layers, n_chunks, d)
-    cfg = {"fractions": [1.0], "device": "cpu", "cpu_engine": "faiss"}
-    frame, numbers = search_radius(layers, ["emb", "final_ln"], cfg, seed=0, affine=None)
-    np.testing.assert_allclose(frame["distance"], brute_force_nn(acts[:40]), rtol=1e-5)
-    assert numbers["layer"] == "final_ln"
+def test_search_radius_uses_its_sample_and_measures_every_layer(acts: np.ndarray) -> None:
+    layers = np.stack([acts * 3, acts])  # (n_layers, n_chunks, d) of the main training dump
+    cfg = {"fractions": [1.0], "device": "cpu", "cpu_engine": "faiss", "radius_sample_max": None}
+    frame, numbers = search_radius(acts * 2, layers, ["emb", "final_ln"], cfg, seed=0, affine=None)
+    np.testing.assert_allclose(frame["distance"], brute_force_nn(acts[:40] * 2), rtol=1e-5)
+    assert numbers["layer"] == "final_ln" and numbers["sizes"] == [40]
     assert numbers["layer_rms_norm"] == pytest.approx({"emb": 3 * rms_norm(acts), "final_ln": rms_norm(acts)})
+
+
+def test_the_largest_subsample_is_capped_and_nested(acts: np.ndarray) -> None:
+    """With more distinct rows than max_size the largest subsample has exactly max_size rows (the paper's m is a
+    sample size, not an extrapolation) and smaller subsamples are nested in it."""
+    frame, numbers = radius_searches(acts, [0.5, 1.0], seed=3, max_size=30)
+    assert numbers["sizes"] == [15, 30] and numbers["n_distinct"] == 40
+    half, full = (set(frame.loc[frame["fraction"] == f, "query"]) for f in (0.5, 1.0))
+    assert len(half) == 15 and len(full) == 30 and half < full

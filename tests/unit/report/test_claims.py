@@ -15,8 +15,9 @@ from assocmem.report.claims.energy import eq8, fig1, prop1, prop2, prop3
 from assocmem.report.claims.literature import literature, read_literature_csv
 from assocmem.report.claims.loss import loss_floor, overfit
 from assocmem.report.claims.partition import eq12, lemma5, prop4
-from assocmem.report.claims.radius import nn_trend, radius
+from assocmem.report.claims.radius import PAPER_RATIO, radius
 from assocmem.report.claims.scaling import scaling, scaling_sweep
+from assocmem.report.nn_statistics import nn_trend
 
 KEYS = {"id", "claim", "computed", "numbers", "verdict", "evidence", "how", "quote", "statement_tex", "ours_tex",
         "limits"}
@@ -96,7 +97,8 @@ def test_eq12_and_lemma5_rows() -> None:
         lemma5([])
 
 
-def _nn_queries(mean_at, n_dim: int = 1024, n_chunks: int = 4000, seed: int = 0) -> pd.DataFrame:
+def _nn_queries(mean_at, n_dim: int = 1024, n_chunks: int = 4000, seed: int = 0, run: str = "m/pct100",
+                set_name: str = "gain_free") -> pd.DataFrame:
     """Nested self-search samples whose NN distances have mean ``mean_at(m)`` at sample size m."""
     rng = np.random.default_rng(seed)
     frames = []
@@ -104,39 +106,53 @@ def _nn_queries(mean_at, n_dim: int = 1024, n_chunks: int = 4000, seed: int = 0)
         m = int(fraction * n_chunks)
         frames.append(pd.DataFrame({"fraction": fraction, "n_patterns": m, "query": np.arange(m),
                                     "distance": mean_at(m) * rng.gamma(50.0, 1 / 50.0, size=m)}))
-    return pd.concat(frames).assign(run="m/pct100", set="distinct")
+    return pd.concat(frames).assign(run=run, set=set_name)
 
 
-def _radius_runs(usable: bool = True, n_dim: int = 1024) -> pd.DataFrame:
-    return pd.DataFrame({"run": ["m/pct100"], "n_dim": [n_dim], "t_max": [256], "usable": [usable],
-                         "status": ["converged" if usable else "not converged"], "rms_norm": [30.0]})
+def _radius_runs(usable: bool = True, n_dim: int = 1024, runs: tuple[str, ...] = ("m/pct100",)) -> pd.DataFrame:
+    return pd.DataFrame({"run": list(runs), "n_dim": n_dim, "t_max": 256, "usable": usable,
+                         "status": "converged" if usable else "not converged", "rms_norm": 30.0})
 
 
 TWO_R_STAR_1024 = 2 * 7.7430632
 
 
-def test_radius_size_free_at_two_r_star_is_reproduced() -> None:
-    row = radius(_nn_queries(lambda m: TWO_R_STAR_1024), _radius_runs(), n_boot=300)
+def test_radius_at_two_r_star_for_every_run_of_a_width_is_reproduced() -> None:
+    queries = pd.concat([_nn_queries(lambda m: TWO_R_STAR_1024, run=run, seed=i)
+                         for i, run in enumerate(("a/pct100", "b/pct1"))])
+    row = radius(queries, _radius_runs(runs=("a/pct100", "b/pct1")), n_boot=300)
     assert_valid(row)
     n = row["numbers"]
-    assert row["verdict"] == "reproduced" and n["primary_rows_agreeing"] == 1
-    assert n["m/pct100.distinct.mean.slope_lo"] <= 0 <= n["m/pct100.distinct.mean.slope_hi"]
-    key = "m/pct100.distinct.mean.ratio_to_2r_star_emb"
-    assert n[f"{key}_lo"] <= 1 <= n[f"{key}_hi"]
-    assert n["m/pct100.2r_star_seq"] == pytest.approx(TWO_R_STAR_1024 * 16, rel=1e-6)  # sqrt(T_max = 256)
+    assert row["verdict"] == "reproduced" and n["outcomes_disagreeing"] == n["outcomes_undecided"] == 0
+    assert n["a/pct100.mean.largest"] == 4000 and n["a/pct100.primary_set_is_gain_free"] == 1
+    assert n["a/pct100.mean.ratio_to_2r_star_lo"] <= 1 <= n["a/pct100.mean.ratio_to_2r_star_hi"]
+    assert n["n1024.mean.spread_lo"] >= 1 and n["n1024.median.spread_hi"] < PAPER_RATIO
+    assert n["a/pct100.2r_star_seq"] == pytest.approx(TWO_R_STAR_1024 * 16, rel=1e-6)  # sqrt(T_max = 256)
 
 
-def test_radius_shrinking_or_off_target_distances_are_refuted() -> None:
-    shrinking = radius(_nn_queries(lambda m: 20.0 * (m / 4000) ** -0.3), _radius_runs(), n_boot=300)
-    n = shrinking["numbers"]
-    assert shrinking["verdict"] == "refuted" and n["m/pct100.distinct.mean.slope"] == pytest.approx(-0.3, abs=0.02)
-    assert n["m/pct100.distinct.mean.slope_hi"] < 0
-    # the fitted law passes 20 at m = 4000 and 2r* = 15.49 at m = 4000 (20/15.49)^(1/0.3)
-    assert n["m/pct100.distinct.mean.size_where_2r_star_emb"] == pytest.approx(
-        4000 * (20 / TWO_R_STAR_1024) ** (1 / 0.3), rel=0.1)
-    flat_but_far = radius(_nn_queries(lambda m: 1.29 * TWO_R_STAR_1024), _radius_runs(), n_boot=300)
-    assert flat_but_far["verdict"] == "refuted"  # the paper's own 20 vs 15.49: no tolerance band
-    assert "slope CI contains 0" in flat_but_far["evidence"]
+def test_radius_off_target_or_width_dependent_distances_are_refuted() -> None:
+    far = radius(_nn_queries(lambda m: 1.5 * TWO_R_STAR_1024), _radius_runs(), n_boot=300)
+    assert far["verdict"] == "refuted" and far["numbers"]["m/pct100.mean.ratio_to_2r_star_lo"] > PAPER_RATIO
+    # each run within the paper's tolerance of 2r*, but one width, two levels 1.6x apart: not a function of n alone
+    split = pd.concat([_nn_queries(lambda m: 0.85 * TWO_R_STAR_1024, run="a/pct100"),
+                       _nn_queries(lambda m: 1.25 * TWO_R_STAR_1024, run="b/pct1", seed=1)])
+    row = radius(split, _radius_runs(runs=("a/pct100", "b/pct1")), n_boot=300)
+    assert row["verdict"] == "refuted" and row["numbers"]["n1024.mean.spread_lo"] > PAPER_RATIO
+    edge = radius(_nn_queries(lambda m: PAPER_RATIO * TWO_R_STAR_1024), _radius_runs(), n_boot=300)
+    assert edge["verdict"] == "not-testable"  # the interval straddles the paper's own tolerance
+
+
+def test_radius_reads_the_largest_sample_without_extrapolating() -> None:
+    """A distance is judged where it was measured, at the largest sample and across the nested samples: a gentle
+    decline within the paper's tolerance passes, a steep one (the paper's '25, 50, 75 and 100%') does not."""
+    gentle = radius(_nn_queries(lambda m: TWO_R_STAR_1024 * (m / 4000) ** -0.1), _radius_runs(), n_boot=300)
+    n = gentle["numbers"]
+    assert gentle["verdict"] == "reproduced" and n["m/pct100.mean.slope"] == pytest.approx(-0.1, abs=0.02)
+    assert n["m/pct100.mean.at_target"] == pytest.approx(n["m/pct100.mean.level"], rel=0.05)
+    assert n["m/pct100.mean.sample_spread"] == pytest.approx(4**0.1, rel=0.05)
+    steep = radius(_nn_queries(lambda m: TWO_R_STAR_1024 * (m / 4000) ** -0.3), _radius_runs(), n_boot=300)
+    assert steep["verdict"] == "refuted" and steep["numbers"]["m/pct100.mean.sample_spread_lo"] > PAPER_RATIO
+    assert "80,000" not in steep["evidence"].split("Primary")[0]
 
 
 def test_radius_never_rests_on_an_unconverged_run() -> None:
@@ -153,6 +169,8 @@ def test_nn_trend_bootstrap_covers_the_truth_and_handles_zeros() -> None:
     assert trend["slope_lo"] <= -0.5 <= trend["slope_hi"]
     truth = 10.0 * 80_000 ** -0.5 * stats.gamma(50.0, scale=1 / 50.0).median()
     assert trend["at_target_lo"] <= truth <= trend["at_target_hi"]
+    at_sample = 10.0 * 4000 ** -0.5 * stats.gamma(50.0, scale=1 / 50.0).median()
+    assert trend["largest"] == 4000 and trend["level_lo"] <= at_sample <= trend["level_hi"]
     zeros = frame.assign(distance=0.0)
     assert np.isnan(nn_trend(zeros, "mean")["slope"])
 
@@ -237,15 +255,19 @@ def _final(test_ce: list[float], se: float = 0.001, usable: list[bool] | None = 
                          "fraction": fraction or [1.0] * n})
 
 
-def test_loss_floor_runs_on_a_floor_below_one_are_never_reproduced() -> None:
+def test_loss_floor_decides_corrected_before_refuted() -> None:
+    """A precise measurement on an entropy floor below 1 refutes the printed 1 < L and checks the corrected bound
+    L >= H on the same run: corrected, not refuted (the order the verdicts' definitions imply)."""
     exact = loss_floor(_final([0.99]), floor=0.99)
     assert_valid(exact)
-    assert exact["verdict"] == "refuted"  # CI [0.988, 0.992] lies below 1
+    assert exact["verdict"] == "corrected" and "L >= H holds" in exact["evidence"]
+    between = loss_floor(_final([0.995]), floor=0.99)  # below 1, above the floor: still corrected
+    assert between["verdict"] == "corrected"
+    below_floor = loss_floor(_final([0.85]), floor=0.9)
+    assert below_floor["verdict"] == "refuted" and "below the data's entropy floor" in below_floor["evidence"]
     noisy = loss_floor(_final([0.99], se=0.01), floor=0.99)
-    assert noisy["verdict"] == "corrected" and "entropy" in noisy["evidence"]  # consistent with 1 and the floor
-    just_above = loss_floor(_final([0.985, 1.0], se=0.01), floor=0.98)
-    assert just_above["verdict"] == "corrected"
-    for row in (exact, noisy, just_above):
+    assert noisy["verdict"] == "not-testable" and "cannot tell" in noisy["evidence"]
+    for row in (exact, between, noisy, loss_floor(_final([0.985, 1.0], se=0.01), floor=0.98)):
         assert row["verdict"] != "reproduced"
 
 
@@ -254,9 +276,22 @@ def test_loss_floor_other_outcomes() -> None:
     above_both = loss_floor(_final([1.3]), floor=0.9)
     assert above_both["verdict"] == "not-testable" and "capacity" in above_both["evidence"]
     assert loss_floor(_final([1.3]), floor=1.2)["verdict"] == "not-testable"
-    # memorisation allowance: within [floor_low, floor] counts as on the floor
     assert loss_floor(_final([1.0005], se=0.0001), floor=1.001, floor_low=0.999)["verdict"] == "not-testable"
-    assert loss_floor(_final([0.9985], se=0.01), floor=0.999, floor_low=0.998)["verdict"] == "corrected"
+    # memorisation allowance: down to floor_low counts as on the floor
+    assert loss_floor(_final([0.9982], se=0.0001), floor=0.999, floor_low=0.998)["verdict"] == "corrected"
+
+
+def test_loss_floor_reports_both_eos_conventions_and_its_sensitivity() -> None:
+    runs = _final([0.995]).assign(test_ce_no_eos=1.02, test_ce_no_eos_se=0.001, eval_set="the fresh set")
+    sensitivity = [{"window": w, "margin": 0.004, "converged_runs": 1, "verdict": "corrected"} for w in (0.3, 0.5)]
+    row = loss_floor(runs, floor=0.99, floor_no_eos=1.03, sensitivity=sensitivity)
+    assert row["verdict"] == "corrected" and "Without <eos> (floor 1.0300) the verdict is not-testable" in \
+        row["evidence"]
+    assert row["numbers"]["r0.test_ce_no_eos"] == 1.02 and "the fresh set" in row["evidence"]
+    assert "same (corrected) under every window" in row["evidence"]
+    assert row["tables"][0]["rows"] == [[0.3, 0.004, 1, "corrected"], [0.5, 0.004, 1, "corrected"]]
+    fragile = loss_floor(runs, floor=0.99, sensitivity=[*sensitivity, {**sensitivity[0], "verdict": "not-testable"}])
+    assert "fragile" in fragile["evidence"] and "not-testable" in fragile["evidence"]
 
 
 def test_loss_floor_excludes_unconverged_and_small_subsets_and_uses_the_sweep() -> None:
@@ -267,9 +302,9 @@ def test_loss_floor_excludes_unconverged_and_small_subsets_and_uses_the_sweep() 
     none_left = loss_floor(_final([0.5], usable=[False]), floor=0.9)
     assert none_left["verdict"] == "not-testable" and "No converged run" in none_left["evidence"]
     swept = loss_floor(_final([1.0]), floor=0.9, sweep_E=(0.95, 0.93, 0.97))
-    assert swept["verdict"] == "refuted" and swept["numbers"]["sweep_E"] == 0.95
+    assert swept["verdict"] == "corrected" and swept["numbers"]["sweep_E"] == 0.95
     on_floor = loss_floor(_final([0.5], usable=[False]), floor=0.9, sweep_E=(0.95, 0.90, 1.0))
-    assert on_floor["verdict"] == "corrected"
+    assert on_floor["verdict"] == "not-testable"
     too_wide = loss_floor(_final([0.5], usable=[False]), floor=0.9, sweep_E=(0.45, 0.004, 3.08))
     assert too_wide["verdict"] == "not-testable" and "too wide to speak to a bound at 1" in too_wide["evidence"]
     with pytest.raises(AssocmemError, match="sweep_E"):

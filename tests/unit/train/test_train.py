@@ -196,3 +196,45 @@ def test_missing_and_corrupt_model_files_are_named(tmp_path):
     path.write_bytes(data[:100] + bytes(b ^ 0x55 for b in data[100:200]) + data[200:])
     with pytest.raises(AssocmemError, match=r"cannot read model .*model.pt"):
         load_model(path)
+
+
+def test_best_pt_holds_the_weights_at_the_lowest_validation_ce(tmp_path, monkeypatch):
+    """Early stopping after a rise: best.pt is the model at the best evaluation, model.pt the final one."""
+    from assocmem import train as train_module
+
+    values = iter([3.0, 2.0, 2.5, 2.7])
+    monkeypatch.setattr(train_module, "evaluate", lambda *a, **k: next(values))
+    job = make_job(tmp_path, max_steps=16, eval_interval=4, eval_batches=1)
+    job.eval_sets = {"val": job.eval_sets["val"]}
+    job.run()
+    best = torch.load(tmp_path / "run" / "best.pt", weights_only=True)
+    final = torch.load(tmp_path / "run" / "model.pt", weights_only=True)
+    assert best["step"] == 8 and final["step"] == 16
+    assert any(not torch.equal(best["model"][k], final["model"][k]) for k in best["model"])
+    assert load_model(tmp_path / "run" / "best.pt").num_parameters() == load_model(tmp_path / "run" /
+                                                                                       "model.pt").num_parameters()
+
+
+def test_stale_best_weights_do_not_survive_a_fresh_start(tmp_path):
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "best.inprogress.pt").write_bytes(b"left by another job")
+    make_job(tmp_path, max_steps=4, eval_interval=2).run()
+    assert torch.load(tmp_path / "run" / "best.pt", weights_only=True)["step"] in (2, 4)
+    assert not (tmp_path / "run" / "best.inprogress.pt").exists()
+
+
+def test_a_killed_run_ends_with_the_same_best_pt_after_its_outputs_were_deleted(tmp_path):
+    """Snakemake deletes a killed job's outputs (best.pt among them) before rerunning it; the best weights so far
+    live beside the checkpoint, so the resumed run ends with the best.pt of an uninterrupted one."""
+    make_job(tmp_path, "whole", max_steps=12, eval_interval=2, checkpoint_interval=5).run()
+
+    def crash(step: int) -> None:
+        if step == 7:
+            raise KeyboardInterrupt
+
+    job = make_job(tmp_path, "killed", max_steps=12, eval_interval=2, checkpoint_interval=5)
+    with pytest.raises(KeyboardInterrupt):
+        job.run(on_step=crash)
+    assert (tmp_path / "killed" / "best.inprogress.pt").exists() and not (tmp_path / "killed" / "best.pt").exists()
+    make_job(tmp_path, "killed", max_steps=12, eval_interval=2, checkpoint_interval=5).run()
+    assert (tmp_path / "killed" / "best.pt").read_bytes() == (tmp_path / "whole" / "best.pt").read_bytes()

@@ -13,7 +13,7 @@ from assocmem.report import scaling_fit as sweep_analysis
 from assocmem.report.artifacts import Experiment, Run
 from assocmem.report.claims.base import check_row, require_columns, usable_rows
 from assocmem.report.claims.registry import Claim, Untestable, register
-from assocmem.report.evidence import Evidence
+from assocmem.report.evidence import Evidence, margin_of, run_key
 
 # ---------------------------------------------------------------- data claims
 
@@ -22,43 +22,93 @@ from assocmem.report.evidence import Evidence
 SWEEP_E_MAX_HALF_WIDTH = 0.05
 
 
-def _floor_verdict(estimates: list[tuple[str, float, float, float]], floor: float,
-                   floor_low: float) -> tuple[str, str]:
-    """Apply the loss_floor rule to (label, estimate, CI low, CI high) tuples; see loss_floor."""
-    below_one = [e for e in estimates if e[3] < 1.0]
-    on_floor = [e for e in estimates if e[2] <= floor and e[3] >= floor_low]
-    fmt = "; ".join(f"{label} {value:.4f} [{lo:.4f}, {hi:.4f}]" for label, value, lo, hi in estimates)
-    if below_one:
-        return "refuted", (f"Converged CE below 1 with 95% confidence: {', '.join(e[0] for e in below_one)} "
-                           f"({fmt}); the data's exact entropy floor is {floor:.4f}.")
+Estimate = tuple[str, float, float, float]  # label, value, CI low, CI high
+
+
+def _fmt(estimates: list[Estimate]) -> str:
+    return "; ".join(f"{label} {value:.4f} [{lo:.4f}, {hi:.4f}]" for label, value, lo, hi in estimates)
+
+
+def floor_verdict(estimates: list[Estimate], floor: float, floor_low: float) -> tuple[str, str]:
+    """The loss_floor rule on (label, estimate, CI low, CI high) tuples, in the order the verdicts' definitions
+    imply (see loss_floor)."""
     if floor >= 1.0:
         return "not-testable", (f"The data's own entropy floor {floor:.4f} is >= 1, so any plateau >= 1 is "
-                                f"forced by the data and cannot test a bound at 1 ({fmt}).")
-    if on_floor:
-        return "corrected", (f"The converged CE sits on the data's entropy floor: {', '.join(e[0] for e in on_floor)}"
-                             f" is consistent with the floor [{floor_low:.4f}, {floor:.4f}] < 1 ({fmt}). The "
-                             "plateau near 1 is the entropy of this dataset, not a model-independent bound.")
-    if all(lo <= 1.0 <= hi for _, _, lo, hi in estimates):
+                                f"forced by the data and cannot test a bound at 1 ({_fmt(estimates)}).")
+    below_one = [e for e in estimates if e[3] < 1.0]
+    below_floor = [e for e in estimates if e[3] < floor_low]
+    if below_one and not below_floor:
+        return "corrected", (f"The printed bound 1 < L fails: {', '.join(e[0] for e in below_one)} converged below "
+                             f"1 with 95% confidence ({_fmt(estimates)}), and no estimate lies below the data's "
+                             f"entropy floor [{floor_low:.4f}, {floor:.4f}]: the corrected bound L >= H holds on the "
+                             "same runs. The plateau near 1 is the entropy of this dataset, not a model-independent "
+                             "bound.")
+    if below_one:
+        return "refuted", (f"Converged CE below 1 ({', '.join(e[0] for e in below_one)}) and even below the data's "
+                           f"entropy floor ({', '.join(e[0] for e in below_floor)}; {_fmt(estimates)}): neither the "
+                           "printed bound nor the entropy bound describes these numbers, so the measurement or the "
+                           "floor is in question.")
+    if all(lo <= 1.0 <= hi and lo > floor for _, _, lo, hi in estimates):
         return "reproduced", (f"Every converged estimate is above the floor {floor:.4f} and consistent with 1 "
-                              f"({fmt}): the runs stop near 1 although the data allows less.")
-    return "not-testable", (f"The converged CE is above both the floor {floor:.4f} and 1 ({fmt}): a plateau above "
-                            "the floor measures the model's capacity or training budget, which neither supports "
-                            "nor refutes a bound at 1.")
+                              f"({_fmt(estimates)}): the runs stop near 1 although the data allows less.")
+    if any(lo <= floor and hi >= 1.0 for _, _, lo, hi in estimates):
+        return "not-testable", (f"An interval holds both the floor {floor:.4f} and 1 ({_fmt(estimates)}): the "
+                                "measurement cannot tell the entropy from a bound at 1.")
+    return "not-testable", (f"The converged CE is above both the floor {floor:.4f} and 1 ({_fmt(estimates)}): a "
+                            "plateau above the floor measures the model's capacity or training budget, which neither "
+                            "supports nor refutes a bound at 1.")
+
+
+def _run_estimates(usable: pd.DataFrame, column: str, z: float) -> list[Estimate]:
+    estimates = []
+    for _, row in usable.iterrows():
+        se = float(row[f"{column}_se"] if row[f"{column}_se"] is not None else np.nan)
+        if not np.isfinite(se):
+            raise AssocmemError(f"final_ce: run {row['run']} is marked usable but its {column}_se is missing")
+        estimates.append((str(row["run"]), float(row[column]), row[column] - z * se, row[column] + z * se))
+    return estimates
+
+
+def _sweep_estimate(sweep_E: tuple[float, float, float], numbers: dict[str, Any],
+                    excluded: list[str]) -> list[Estimate]:
+    value, low, high = (float(v) for v in sweep_E)
+    if not low <= value <= high:
+        raise AssocmemError(f"sweep_E: expected (estimate, CI low, CI high) with low <= estimate <= high, "
+                            f"got {sweep_E}")
+    numbers.update({"sweep_E": value, "sweep_E_lo": low, "sweep_E_hi": high,
+                    "sweep_E_max_half_width": SWEEP_E_MAX_HALF_WIDTH})
+    if (high - low) / 2 <= SWEEP_E_MAX_HALF_WIDTH:
+        return [("scaling-sweep E", value, low, high)]
+    excluded.append(f"scaling-sweep E {value:.3f} [{low:.3f}, {high:.3f}] (interval half-width {(high - low) / 2:.3f} "
+                    f"> {SWEEP_E_MAX_HALF_WIDTH} nats: too wide to speak to a bound at 1)")
+    return []
+
+
+def _sensitivity_text(verdict: str, sensitivity: list[dict[str, Any]]) -> str:
+    others = sorted({row["verdict"] for row in sensitivity} - {verdict})
+    if not others:
+        return (f" The verdict is the same ({verdict}) under every window and margin of the convergence rule in the "
+                "sensitivity table.")
+    return (f" The verdict is fragile: under other windows or margins of the convergence rule it is "
+            f"{' / '.join(others)} (sensitivity table), because which full-data runs count as converged changes.")
 
 
 def loss_floor(final_ce: pd.DataFrame, floor: float, floor_low: float | None = None,
-               sweep_E: tuple[float, float, float] | None = None, z: float = 1.96) -> dict[str, Any]:
-    """final_ce: run, train_ce, test_ce, test_ce_se (nats/token), optional fraction, usable, status.
-    floor: exact entropy floor of the data (nats/token); floor_low: the floor for a model that has memorised the
-    training pool (default: floor); sweep_E: (estimate, CI low, CI high) of the irreducible loss from a scaling
-    sweep, an independent second estimate.
+               sweep_E: tuple[float, float, float] | None = None, z: float = 1.96, floor_no_eos: float | None = None,
+               sensitivity: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """final_ce: run, train_ce, test_ce, test_ce_se (nats/token, with <eos>), optional test_ce_no_eos and
+    test_ce_no_eos_se (without <eos>), eval_set (where test_ce was measured), fraction, usable, status.
+    floor (floor_no_eos): exact entropy floor of the data with (without) <eos>; floor_low: the floor for a model that
+    has memorised the training pool (default: floor); sweep_E: (estimate, CI low, CI high) of the irreducible loss
+    from a scaling sweep; sensitivity: the verdict under other settings of the convergence rule (rows with window,
+    margin, converged_runs, verdict).
 
-    Decided on the held-out CE of the converged runs on the full training set (the largest fraction; runs
-    marked not converged are excluded) with CIs test_ce +- z * test_ce_se, plus sweep_E when given:
-    refuted iff some CI lies below 1; else not-testable iff floor >= 1; else corrected iff some CI meets
-    [floor_low, floor] (the plateau is the entropy of the data, below 1); else reproduced iff every CI contains
-    1 (the runs stop near 1 above the floor); else not-testable (above both: a capacity limit). A run exactly on
-    a floor below 1 is therefore never 'reproduced'."""
+    Decided, with <eos> as the training loss counts it, on the converged runs on the full training set (the largest
+    fraction) with CIs test_ce +- z * test_ce_se, plus sweep_E when its interval is narrow, in the order the
+    verdicts' definitions imply: not-testable iff floor >= 1; corrected iff some CI lies below 1 (the printed
+    1 < L fails) and none below floor_low (the corrected bound L >= H holds on the same runs); refuted iff some
+    CI lies below 1 and one below floor_low; reproduced iff every CI contains 1 and lies above the floor (the runs
+    stop near 1 although the data allows less); else not-testable (an interval holds both, or all lie above 1)."""
     require_columns(final_ce, ["run", "train_ce", "test_ce", "test_ce_se"], "final_ce")
     floor_low = floor if floor_low is None else min(floor_low, floor)
     frame = final_ce.copy()
@@ -66,57 +116,62 @@ def loss_floor(final_ce: pd.DataFrame, floor: float, floor_low: float | None = N
         frame = frame[frame["fraction"] == frame["fraction"].max()]
     usable, excluded = usable_rows(frame)
     numbers: dict[str, Any] = {"floor": floor, "floor_low": floor_low, "z": z, "converged_full_runs": len(usable)}
-    estimates = []
     for _, row in final_ce.iterrows():
         key = str(row["run"])
         numbers.update({f"{key}.train_ce": row["train_ce"], f"{key}.test_ce": row["test_ce"],
                         f"{key}.test_ce_se": row["test_ce_se"], f"{key}.test_minus_floor": row["test_ce"] - floor,
                         f"{key}.train_minus_floor": row["train_ce"] - floor,
                         f"{key}.usable": bool(row.get("usable", True))})
-    for _, row in usable.iterrows():
-        if not np.isfinite(float(row["test_ce_se"] if row["test_ce_se"] is not None else np.nan)):
-            raise AssocmemError(f"final_ce: run {row['run']} is marked usable but its test_ce_se is missing")
-        half = z * float(row["test_ce_se"])
-        estimates.append((str(row["run"]), float(row["test_ce"]), row["test_ce"] - half, row["test_ce"] + half))
-    if sweep_E is not None:
-        value, low, high = (float(v) for v in sweep_E)
-        if not low <= value <= high:
-            raise AssocmemError(f"sweep_E: expected (estimate, CI low, CI high) with low <= estimate <= high, "
-                                f"got {sweep_E}")
-        numbers.update({"sweep_E": value, "sweep_E_lo": low, "sweep_E_hi": high,
-                        "sweep_E_max_half_width": SWEEP_E_MAX_HALF_WIDTH})
-        if (high - low) / 2 <= SWEEP_E_MAX_HALF_WIDTH:
-            estimates.append(("scaling-sweep E", value, low, high))
-        else:
-            excluded.append(f"scaling-sweep E {value:.3f} [{low:.3f}, {high:.3f}] (interval half-width "
-                            f"{(high - low) / 2:.3f} > {SWEEP_E_MAX_HALF_WIDTH} nats: too wide to speak to a bound "
-                            "at 1)")
+        if floor_no_eos is not None and pd.notna(row.get("test_ce_no_eos")):
+            numbers.update({f"{key}.test_ce_no_eos": row["test_ce_no_eos"],
+                            f"{key}.test_ce_no_eos_se": row["test_ce_no_eos_se"]})
+    estimates = _run_estimates(usable, "test_ce", z)
+    estimates += _sweep_estimate(sweep_E, numbers, excluded) if sweep_E is not None else []
     if estimates:
-        verdict, evidence = _floor_verdict(estimates, floor, floor_low)
+        verdict, evidence = floor_verdict(estimates, floor, floor_low)
     else:
         verdict, evidence = "not-testable", "No converged run on the full training set and no sweep estimate."
+    if floor_no_eos is not None and "test_ce_no_eos" in usable.columns and usable["test_ce_no_eos"].notna().all() \
+            and len(usable):
+        other, _ = floor_verdict(_run_estimates(usable, "test_ce_no_eos", z), floor_no_eos, floor_no_eos)
+        numbers["floor_no_eos"] = floor_no_eos
+        evidence += (f" Without <eos> (floor {floor_no_eos:.4f}) the verdict is "
+                     f"{'the same' if other == verdict else other}.")
+    if sensitivity:
+        evidence += _sensitivity_text(verdict, sensitivity)
     if excluded:
         evidence += " Not used (a claim never rests on them): " + ", ".join(excluded) + "."
-    evidence += (" Held-out CE is compared with the floor because the floor bounds the expected CE on fresh "
-                 "samples; a training CE below the floor means memorisation of a finite sample.")
-    return check_row(
+    sets = sorted(set(usable["eval_set"].dropna())) if "eval_set" in usable.columns and len(usable) else []
+    if sets:
+        evidence += f" The CE of each converged run is measured on {', '.join(sets)}."
+    evidence += (" Held-out CE is compared with the floor because the floor bounds the expected CE on fresh samples; "
+                 "a training CE below the floor means memorisation of a finite sample.")
+    row = check_row(
         "loss_floor",
-        "Final held-out CE (with its standard error on the fixed evaluation batches) of each converged run on "
-        "the full training set against 1 and against the exact entropy floor of the data; a scaling-sweep "
-        "estimate of the irreducible loss when supplied.",
+        "Held-out CE (with its standard error) of each converged run on the full training set, on a large fresh "
+        "sample from the generator where there is one, with and without <eos>, against 1 and against the exact "
+        "entropy floor of the data; a scaling-sweep estimate of the irreducible loss when supplied.",
         numbers, verdict, evidence, "data",
         ours_tex=(r"The lowest achievable expected CE is the entropy rate of the data, $H=" f"{floor:.4f}" r"$ "
                   r"nats/token here (the paper's own Remark 2: the minimal cross-entropy equals the entropy of the "
                   r"samples); a plateau near 1 on Question-Formation is that entropy, not the bound "
                   r"$\log Z_t+1/Z_t\ge 1$ of Proposition 4 (refuted separately)."),
-        limits=("Only converged runs on the full training set count; with the CPU-sized default config they may be "
-                "few or none. The standard error covers the finite evaluation set, not the training seed. The "
-                "floor is exact for our generator's distribution, not necessarily for McCoy's files (see the data "
-                "section), and is within the memorisation allowance floor_low..floor. Because this dataset's "
-                "entropy happens to be close to 1, the level alone separates 'entropy' from 'bound at 1' only by "
-                "|1 - floor|; data with an entropy far from 1 (the gen split, natural text), a scaling-sweep "
-                "estimate of the irreducible loss (sweep_E), or GPU-scale training to the floor would separate "
-                "them more sharply."))
+        limits=("Only converged runs on the full training set count (assocmem.report.convergence: the trend's "
+                "upper bound on the fall per doubling of steps below the margin, half the distance from the floor to "
+                "1); with the CPU-sized default config they may be few or none, and the sensitivity table shows "
+                "which other choices of window and margin would count them. The standard error covers the "
+                "evaluation sample, not the training seed. The floor is exact for our generator's distribution, "
+                "not for McCoy's files (see the data section), and is within the memorisation allowance "
+                "floor_low..floor. Because this dataset's entropy happens to be close to 1, the level alone "
+                "separates 'entropy' from 'bound at 1' only by |1 - floor|; data with an entropy far from 1, or a "
+                "scaling-sweep estimate of the irreducible loss, would separate them more sharply."))
+    if sensitivity:
+        row["tables"] = [{"title": "Sensitivity of the verdict to the convergence rule",
+                          "header": ["window (share of steps)", "margin (nats)", "converged full-data runs",
+                                     "verdict"],
+                          "rows": [[r["window"], r["margin"], r["converged_runs"], r["verdict"]]
+                                   for r in sensitivity]}]
+    return row
 
 
 def overfit(metrics: pd.DataFrame, floor: float, min_rise: float = 0.05) -> dict[str, Any]:
@@ -166,17 +221,38 @@ def overfit(metrics: pd.DataFrame, floor: float, min_rise: float = 0.05) -> dict
 # ---------------------------------------------------------------- inputs
 
 
-def final_ce(evidence: Evidence, runs: list[Run]) -> pd.DataFrame:
-    """Final CE of every run with the standard error of its val CE (the convergence tolerance)."""
-    return pd.DataFrame([{"run": run.label, "fraction": run.fraction,
-                          "train_ce": float(run.metrics["train_eval_ce"].iloc[-1]),
-                          "test_ce": float(run.metrics["val_ce"].iloc[-1]),
-                          "test_ce_se": evidence.status(run).tolerance} for run in runs]
-                        ).assign(**evidence.status_columns(runs))
+PRIMARY_EVAL_SETS = ("fresh", "test")  # the evaluate stage's sets that measure a run's level, in order of preference
+
+
+def _level(run: Run) -> dict[str, Any]:
+    """A run's held-out CE and its standard error: on the evaluate stage's large set where there is one (the best
+    checkpoint), else the final validation CE on the training job's fixed batches (SE from its per-row losses)."""
+    sets = (run.evaluation or {}).get("sets", {})
+    name = next((name for name in PRIMARY_EVAL_SETS if name in sets), None)
+    if name is None:
+        return {"test_ce": float(run.metrics["val_ce"].iloc[-1]), "eval_set": "the validation batches"}
+    result = sets[name]
+    return {"test_ce": result["ce"], "test_ce_se": result["se"], "test_ce_no_eos": result["ce_no_eos"],
+            "test_ce_no_eos_se": result["se_no_eos"], "eval_set": f"the {name} set ({result['rows']:,} sequences, "
+                                                                  f"{run.evaluation['checkpoint']})"}
+
+
+def final_ce(evidence: Evidence, runs: list[Run], statuses: dict[str, Any] | None = None) -> pd.DataFrame:
+    """Every run's held-out CE (:func:`_level`) with its standard error, its final train CE and its status (under
+    ``statuses``, default the evidence's)."""
+    statuses = evidence.statuses if statuses is None else statuses
+    rows = []
+    for run in runs:
+        status = statuses[run_key(run)]
+        level = _level(run)
+        rows.append({"run": run.label, "fraction": run.fraction,
+                     "train_ce": float(run.metrics["train_eval_ce"].iloc[-1]), "test_ce_se": status.tolerance,
+                     **level, "usable": status.usable, "status": status.status})
+    return pd.DataFrame(rows)
 
 
 def overfit_inputs(evidence: Evidence, runs: list[Run]) -> pd.DataFrame:
-    frames = [run.metrics.assign(subset=run.label, usable=evidence.status(run).usable,
+    frames = [run.metrics.assign(subset=run.label, usable=evidence.status(run).usable_at_best,
                                  status=evidence.status(run).status)
               .rename(columns={"train_eval_ce": "train_ce", "val_ce": "test_ce"}) for run in runs]
     return pd.concat(frames, ignore_index=True)[["subset", "step", "train_ce", "test_ce", "usable", "status"]]
@@ -244,9 +320,22 @@ def _loss_floor_row(evidence: Evidence) -> dict[str, Any] | Untestable:
     converged_fit = sweep["parametric_converged"] if sweep else None
     sweep_e = (converged_fit["E"], *sweep["E_converged_ci"]) if converged_fit else None
     trained = [run for exp in with_floor for run in exp.trained_runs]
-    frames = [final_ce(evidence, trained)] if trained else []
-    frames.append(sweep_floor_runs(with_floor, evidence.sweeps))
-    return loss_floor(pd.concat(frames, ignore_index=True), floor, floor_low=floor_low, sweep_E=sweep_e)
+    sweep_runs = sweep_floor_runs(with_floor, evidence.sweeps)
+
+    def estimates(statuses: dict[str, Any] | None = None) -> pd.DataFrame:
+        frames = [final_ce(evidence, trained, statuses)] if trained else []
+        return pd.concat([*frames, sweep_runs], ignore_index=True)
+
+    floor_no_eos = float(with_floor[0].floor["train"]["floor_nats_per_token_no_eos"])
+    sensitivity = []
+    for window in convergence.SENSITIVITY_WINDOWS:
+        for factor in convergence.SENSITIVITY_MARGIN_FACTORS:
+            statuses = evidence.statuses_under(window, factor)
+            row = loss_floor(estimates(statuses), floor, floor_low=floor_low, sweep_E=sweep_e)
+            sensitivity.append({"window": window, "margin": factor * margin_of(with_floor[0]),
+                                "converged_runs": row["numbers"]["converged_full_runs"], "verdict": row["verdict"]})
+    return loss_floor(estimates(), floor, floor_low=floor_low, sweep_E=sweep_e, floor_no_eos=floor_no_eos,
+                      sensitivity=sensitivity)
 
 
 def _overfit_row(evidence: Evidence) -> dict[str, Any] | Untestable:

@@ -160,8 +160,8 @@ PROP4_COLUMNS = ["model", "nn_median", "n_dim", "n_patterns", "n_layers", "train
 
 def prop4_inputs(evidence: Evidence) -> pd.DataFrame:
     """One row per trained run: its last-layer median NN distance at the full sample, width, patterns, depth
-    and final CEs, with its convergence status (no rows without trained runs: the verdict rests on the
-    derivation)."""
+    and the CEs of the checkpoint its activations come from, with its status (no rows without trained runs: the
+    verdict rests on the derivation)."""
     runs = evidence.trained_runs
     if not runs:
         return pd.DataFrame(columns=PROP4_COLUMNS)
@@ -170,12 +170,12 @@ def prop4_inputs(evidence: Evidence) -> pd.DataFrame:
         s = run.nn_summary
         paper = s[(s["protocol"] == "self") & (s["layer"] == run.act_meta["layers"][-1])
                   & (s["fraction"] == s["fraction"].max())]
-        final = run.metrics.iloc[-1]
+        final = run.checkpoint_metrics()
         rows.append({"model": run.label, "nn_median": float(paper["median"].iloc[0]),
                      "n_dim": int(s["n_dim"].iloc[0]), "n_patterns": int(run.act_meta["splits"]["train"]["n_chunks"]),
                      "n_layers": int(run.summary["model_config"]["n_layer"]),
                      "train_ce": float(final["train_eval_ce"]), "test_ce": float(final["val_ce"])})
-    return pd.DataFrame(rows).assign(**evidence.status_columns(runs))
+    return pd.DataFrame(rows).assign(**evidence.status_columns(runs, at_best=True))
 
 
 def _eq12_figure(fig_dir: Path) -> tuple[Path, str]:

@@ -206,7 +206,7 @@ def scaling_inputs(evidence: Evidence) -> pd.DataFrame:
     frame = pd.DataFrame([{"model": run.model, "run": run.label, "n_params": run.summary["n_params"],
                            "n_train_tokens": run.summary["subset"]["n_tokens"],
                            "best_val_loss": float(run.metrics["val_ce"].min())} for run in runs])
-    return frame.assign(**evidence.status_columns(runs))
+    return frame.assign(**evidence.status_columns(runs, at_best=True))
 
 
 NO_TRAINED_RUNS = Untestable(

@@ -1,0 +1,93 @@
+"""Cross-entropy of a trained model on large evaluation sets: a fresh sample from the data's own generator, so the
+standard error of a run's level sits far below the gap between the data's entropy floor and 1, and McCoy et al.'s
+real files where the config names one.
+
+A Question-Formation file is encoded with the training store's vocabulary (unknown words become ``<unk>`` and are
+counted). Each row's summed NLL is split into its ``<eos>`` term and the rest, so the CE is reported under both
+conventions of the floor: *with* ``<eos>`` (every token after ``<sos>``, as the training loss) and *without* it
+(``<eos>`` is determined by the tokens before it). Standard errors treat rows as independent clusters
+(:func:`assocmem.report.convergence.ratio_standard_error`'s formula, restated here so this stage reads no report
+code).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+from torch.nn import functional as F
+from tqdm import tqdm
+
+from assocmem.io import sha256_file
+from assocmem.model import DecoderLM
+from assocmem.qf.tokenize import UNK_ID, WordTokenizer, sequence_texts
+from assocmem.tokenstore import read_store_meta
+from assocmem.train import IGNORE, to_lm_batch
+
+BATCH_SIZE = 512
+
+
+def encode_file(path: Path, vocab: list[str]) -> tuple[list[list[int]], int]:
+    """Token ids of every LM sequence of a McCoy-format file (``<eos>`` appended) and the number of unknown words."""
+    tokenizer = WordTokenizer({"vocab": vocab})
+    ids = [row + [tokenizer.eot_id] for row in tokenizer.encode_batch(sequence_texts(path))]
+    return ids, sum(token == UNK_ID for row in ids for token in row)
+
+
+def _padded(rows: list[list[int]], pad_id: int) -> np.ndarray:
+    batch = np.full((len(rows), max(len(row) for row in rows)), pad_id, dtype=np.int64)
+    for i, row in enumerate(rows):
+        batch[i, :len(row)] = row
+    return batch
+
+
+@torch.no_grad()
+def row_losses(model: DecoderLM, sequences: list[list[int]], pad_id: int, desc: str = "evaluate") -> pd.DataFrame:
+    """Per sequence: summed NLL over every target (``nll``), the NLL of its last target, ``<eos>`` (``nll_eos``),
+    and the number of targets (``tokens``). Sequences are sorted by length into batches, so little is padded."""
+    model.eval()
+    order = np.argsort([len(row) for row in sequences], kind="stable")
+    nll, nll_eos, tokens = (np.zeros(len(sequences)) for _ in range(3))
+    for start in tqdm(range(0, len(order), BATCH_SIZE), desc=desc, mininterval=5):
+        rows = order[start:start + BATCH_SIZE]
+        inputs, targets = to_lm_batch(_padded([sequences[i] for i in rows], pad_id), pad_id)
+        logits = model(inputs)
+        losses = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1),
+                                 ignore_index=IGNORE, reduction="none").reshape(targets.shape).double()
+        counts = (targets != IGNORE).sum(dim=1)
+        nll[rows] = losses.sum(dim=1).numpy()
+        nll_eos[rows] = losses[torch.arange(len(rows)), counts - 1].numpy()
+        tokens[rows] = counts.numpy()
+    return pd.DataFrame({"nll": nll, "nll_eos": nll_eos, "tokens": tokens.astype(np.int64)})
+
+
+def clustered_ce(nll: np.ndarray, tokens: np.ndarray) -> tuple[float, float]:
+    """(CE, standard error) of sum nll / sum tokens with rows as independent clusters (delta method)."""
+    ce = float(nll.sum() / tokens.sum())
+    residual = nll - ce * tokens
+    se = float(np.sqrt(len(nll) / (len(nll) - 1) * (residual @ residual)) / tokens.sum())
+    return ce, se
+
+
+def summarise_losses(losses: pd.DataFrame) -> dict[str, Any]:
+    """CE and its standard error with and without the ``<eos>`` term."""
+    nll, nll_eos, tokens = (losses[c].to_numpy(dtype=np.float64) for c in ("nll", "nll_eos", "tokens"))
+    ce, se = clustered_ce(nll, tokens)
+    ce_no_eos, se_no_eos = clustered_ce(nll - nll_eos, tokens - 1)
+    return {"rows": len(losses), "tokens": int(tokens.sum()), "ce": ce, "se": se, "ce_no_eos": ce_no_eos,
+            "se_no_eos": se_no_eos}
+
+
+def evaluate_files(model: DecoderLM, store_dir: Path, files: dict[str, Path]) -> dict[str, Any]:
+    """The model's CE on each named McCoy-format file, encoded with the store's vocabulary."""
+    meta = read_store_meta(store_dir)
+    vocab, pad_id = meta["tokenizer"]["vocab"], int(meta["pad_id"])
+    sets = {}
+    for name, path in files.items():
+        sequences, unknown = encode_file(path, vocab)
+        sets[name] = {**summarise_losses(row_losses(model, sequences, pad_id, desc=f"evaluate {name}")),
+                      "file": Path(path).name, "sha256": sha256_file(path), "unknown_words": unknown}
+    return sets
