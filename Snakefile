@@ -29,6 +29,7 @@ include: "workflow/rules/train.smk"
 include: "workflow/rules/activations.smk"
 include: "workflow/rules/neighbours.smk"
 include: "workflow/rules/evaluate.smk"
+include: "workflow/rules/sweep.smk"
 include: "workflow/rules/report.smk"
 
 

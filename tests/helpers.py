@@ -64,3 +64,24 @@ def planned_rules(result: subprocess.CompletedProcess) -> set[str]:
     table = text.split("Job stats:", 1)[1].split("\n\n", 1)[0]
     rows = [line.split() for line in table.splitlines()[3:]]
     return {row[0] for row in rows if len(row) == 2 and row[0] not in ("total", "all")}
+
+
+def sweep_cells(b: float, *, alpha: float = 0.8, noise: float = 0.003, tolerance: float = 0.006, seeds: int = 3,
+                seed: int = 0):
+    """A sweep's cells table as the sweep stage builds it (one row per run), simulated with a known boundary
+    exponent ``b`` on a 6 N x 4 D grid whose boundary (excess = ``tolerance``) sits at the grid's centre
+    (assocmem.sweep.boundary), with seed noise ``noise`` at every D."""
+    import numpy as np
+    import pandas as pd
+
+    from assocmem.sweep.boundary import simulate_cells
+
+    n_values = np.geomspace(2e3, 2e5, 6).round()
+    d_values = np.geomspace(2.4e4, 2.4e5, 4).round()
+    design = pd.DataFrame([{"n_tokens": d, "n_params": n, "seed": s, "model": f"S{i}", "fraction": d / d_values[-1]}
+                           for d in d_values for i, n in enumerate(n_values) for s in range(seeds)])
+    noise_by_d = {float(d): noise for d in d_values}
+    cells = simulate_cells(design, noise_by_d, b, alpha, tolerance, np.random.default_rng(seed))
+    return cells.assign(subset=[f"pct{100 * f:g}" for f in cells["fraction"]], label=cells["model"],
+                        final_val_ce=cells["val_ce"], train_ce=cells["val_ce"] - 0.01, best_step=1000, steps=1800,
+                        stopped_early=True, budget_limited=False, late_spread=noise, eval_se=noise / 2)

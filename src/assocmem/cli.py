@@ -35,6 +35,7 @@ STAGES: dict[str, tuple[Callable[..., Any], tuple[str, ...], str]] = {
     "neighbours": (stages.neighbours, ("act-dir", "out-dir"), "exact k-NN distances (faiss)"),
     "evaluate": (stages.evaluate, ("model", "store-dir", "out-dir"),
                  "CE on large evaluation sets, with and without <eos>"),
+    "sweep": (stages.sweep, ("results-dir", "out-dir"), "a scaling sweep's analyses (boundary exponent, power)"),
     "report": (stages.report, ("results-dir", "out-dir"), "build the bound-verification report"),
 }
 

@@ -6,8 +6,7 @@ A Question-Formation file is encoded with the training store's vocabulary (unkno
 counted). Each row's summed NLL is split into its ``<eos>`` term and the rest, so the CE is reported under both
 conventions of the floor: *with* ``<eos>`` (every token after ``<sos>``, as the training loss) and *without* it
 (``<eos>`` is determined by the tokens before it). Standard errors treat rows as independent clusters
-(:func:`assocmem.report.convergence.ratio_standard_error`'s formula, restated here so this stage reads no report
-code).
+(:func:`assocmem.stats.clustered_ce`).
 """
 
 from __future__ import annotations
@@ -24,6 +23,7 @@ from tqdm import tqdm
 from assocmem.io import sha256_file
 from assocmem.model import DecoderLM
 from assocmem.qf.tokenize import UNK_ID, WordTokenizer, sequence_texts
+from assocmem.stats import clustered_ce
 from assocmem.tokenstore import read_store_meta
 from assocmem.train import IGNORE, to_lm_batch
 
@@ -62,14 +62,6 @@ def row_losses(model: DecoderLM, sequences: list[list[int]], pad_id: int, desc: 
         nll_eos[rows] = losses[torch.arange(len(rows)), counts - 1].numpy()
         tokens[rows] = counts.numpy()
     return pd.DataFrame({"nll": nll, "nll_eos": nll_eos, "tokens": tokens.astype(np.int64)})
-
-
-def clustered_ce(nll: np.ndarray, tokens: np.ndarray) -> tuple[float, float]:
-    """(CE, standard error) of sum nll / sum tokens with rows as independent clusters (delta method)."""
-    ce = float(nll.sum() / tokens.sum())
-    residual = nll - ce * tokens
-    se = float(np.sqrt(len(nll) / (len(nll) - 1) * (residual @ residual)) / tokens.sum())
-    return ce, se
 
 
 def summarise_losses(losses: pd.DataFrame) -> dict[str, Any]:

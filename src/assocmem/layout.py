@@ -40,6 +40,8 @@ TEMPLATES: dict[str, str] = {
     "nn_radius": "{exp}/neighbours/{model}/{subset}/radius.parquet",
     "nn_radius_meta": "{exp}/neighbours/{model}/{subset}/radius.json",
     "evaluation": "{exp}/eval/{model}/{subset}/eval.json",
+    # a scaling sweep's analysis (sweep)
+    "sweep_analysis": "{exp}/sweep/analysis.json",
     # report
     "report_html": "report/index.html",
     "report_md": "report/report.md",
@@ -54,6 +56,7 @@ TEMPLATES: dict[str, str] = {
 PRODUCERS: dict[str, str] = {
     "raw_file": "generate_data", "raw_manifest": "generate_data", "floor": "data_audit", "compare": "data_audit",
     "fresh_file": "generate_fresh", "fresh_manifest": "generate_fresh", "evaluation": "evaluate",
+    "sweep_analysis": "sweep",
     "tokens_meta": "tokenize", "tokens_source": "tokenize", "subset_meta": "subsets",
     "model": "train", "best_model": "train", "metrics": "train", "summary": "train", "eval_rows": "train",
     "acts_train": "activations", "acts_heldout": "activations", "acts_train_index": "activations",

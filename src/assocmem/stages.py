@@ -7,11 +7,14 @@ stage when, and only when, one of them changes.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
 from assocmem.io import load_npy, read_json, write_csv, write_json, write_parquet
 from assocmem.runtime import set_threads
+
+log = logging.getLogger("assocmem")
 
 
 def generate_data(params: dict[str, Any], out_dir: Path) -> str:
@@ -146,6 +149,28 @@ def neighbours(params: dict[str, Any], act_dir: Path, out_dir: Path) -> str:
     last = summary[(summary["protocol"] == "self") & (summary["layer"] == meta["layers"][-1])]
     last = last[last["fraction"] == last["fraction"].max()]
     return f"mean NN distance of the last layer ({meta['layers'][-1]}) {float(last['mean'].iloc[0]):.3g}"
+
+
+def sweep(params: dict[str, Any], results_dir: Path, out_dir: Path) -> str:
+    """A scaling sweep's analyses from the train artifacts of its runs (params: experiment, its config, seed)."""
+    from assocmem.config import run_settings
+    from assocmem.sweep.analysis import analyse, to_json
+    from assocmem.sweep.cells import SweepRunSpec, read_cells
+
+    exp, cfg = params["experiment"], params["config"]
+    runs = []
+    for model in cfg["models"]:
+        train = run_settings(cfg, model)[1]
+        runs += [SweepRunSpec(model, replicate, fraction, train.get("early_stopping_patience"), train["eval_interval"])
+                 for replicate in range(cfg["sweep"]["seeds"]) for fraction in cfg["subsets"]["fractions"]]
+    analysis = analyse(read_cells(results_dir, exp, runs), cfg["sweep"], seed=params["seed"], progress=log.info)
+    write_json(out_dir / "analysis.json", to_json(analysis))
+    boundary = analysis["parametric_boundary"]
+    if boundary["fit"] is None:
+        return f"no boundary fit: {boundary['reason']}"
+    fit = boundary["fit"]
+    return (f"boundary exponent b = {fit['b']:.2f}, 95% CI [{fit['b_low']:.2f}, {fit['b_high']:.2f}]; "
+            f"{boundary['power_reason']}")
 
 
 def report(params: dict[str, Any], results_dir: Path, out_dir: Path) -> str:

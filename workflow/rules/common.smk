@@ -325,6 +325,25 @@ def run_files(exp, model, subset):
     return [at(name, exp=exp, model=model, subset=subset) for name in names]
 
 
+def sweep_inputs(w):
+    """The train artifacts of every run of a sweep (each model x seed x subset)."""
+    names = ("metrics", "summary", "eval_rows")
+    return [
+        at(name, exp=w.exp, model=model, subset=subset)
+        for model in run_labels(w.exp)
+        for subset in subsets_of(w.exp)
+        for name in names
+    ]
+
+
+def sweep_params(w):
+    return as_json({"experiment": w.exp, "config": EXPS[w.exp], "seed": config["seed"]})
+
+
+def sweep_outputs(exp):
+    return [at("sweep_analysis", exp=exp)] if is_sweep(exp) else []
+
+
 def evaluation_outputs(exp):
     return [
         at("evaluation", exp=exp, model=model, subset=layout.subset_name(fraction))
@@ -334,7 +353,11 @@ def evaluation_outputs(exp):
 
 def report_inputs(w):
     """Every output of every other job: the report reruns when any changes, and deleting any reruns its job."""
-    files = [f for exp in EXPS for f in data_files(exp) + evaluation_outputs(exp)]
+    files = [
+        f
+        for exp in EXPS
+        for f in data_files(exp) + evaluation_outputs(exp) + sweep_outputs(exp)
+    ]
     return files + [f for run in runs() for f in run_files(*run)]
 
 

@@ -13,6 +13,7 @@ from assocmem import layout
 from assocmem.config import evaluated_runs
 from assocmem.dataset_kinds import kind_of
 from assocmem.io import load_npy, read_json, read_table
+from assocmem.sweep.analysis import from_json
 
 EVAL_ROW_COLUMNS = ("row", "nll", "tokens")
 RADIUS_COLUMNS = ("set", "fraction", "n_patterns", "query", "distance")
@@ -65,23 +66,6 @@ class Run:
 
 
 @dataclass
-class SweepRun:
-    """One cell (model size x subset) and seed of a scaling sweep: training artifacts only."""
-
-    model: str
-    replicate: int
-    subset: str
-    fraction: float
-    metrics: pd.DataFrame
-    summary: dict[str, Any]
-    eval_rows: pd.DataFrame  # per-row losses of the final model on the validation batches (its evaluation noise)
-
-    @property
-    def label(self) -> str:
-        return layout.replicate_label(self.model, self.replicate)
-
-
-@dataclass
 class Experiment:
     """Artifacts of one experiment: its token store's meta and source record; a kind with a data stage (QF) also
     has the raw manifest, and an audited one the exact floor and the comparison with the real files."""
@@ -94,7 +78,7 @@ class Experiment:
     floor: dict[str, Any] | None = None
     compare: dict[str, Any] | None = None
     runs: list[Run] = field(default_factory=list)
-    sweep_runs: list[SweepRun] = field(default_factory=list)  # a scaling sweep's cells (no activations)
+    sweep: dict[str, Any] | None = None  # a scaling sweep's analysis (the sweep stage's, assocmem.sweep.analysis)
 
     @property
     def trained_runs(self) -> list[Run]:
@@ -138,7 +122,7 @@ def load_experiments(results_dir: Path, config: dict[str, Any]) -> list[Experime
             experiment.compare = read_json(layout.path(results, "compare", exp=name))
         fractions = exp_cfg["subsets"]["fractions"]
         if exp_cfg.get("sweep") is not None:
-            experiment.sweep_runs = load_sweep_runs(results, name, exp_cfg)
+            experiment.sweep = from_json(read_json(layout.path(results, "sweep_analysis", exp=name)))
             experiments.append(experiment)
             continue
         evaluated = set(evaluated_runs(exp_cfg))
@@ -147,21 +131,3 @@ def load_experiments(results_dir: Path, config: dict[str, Any]) -> list[Experime
         experiment.runs += [load_run(results, name, model, None) for model in exp_cfg["pretrained"]]
         experiments.append(experiment)
     return experiments
-
-
-def load_sweep_runs(results: Path, exp: str, exp_cfg: dict[str, Any]) -> list[SweepRun]:
-    runs = []
-    for model in exp_cfg["models"]:
-        for replicate in range(exp_cfg["sweep"]["seeds"]):
-            label = layout.replicate_label(model, replicate)
-            for fraction in exp_cfg["subsets"]["fractions"]:
-                subset = layout.subset_name(fraction)
-
-                def at(name: str, label: str = label, subset: str = subset) -> Path:
-                    return layout.path(results, name, exp=exp, model=label, subset=subset)
-
-                runs.append(SweepRun(model=model, replicate=replicate, subset=subset, fraction=fraction,
-                                     metrics=read_table(at("metrics"), columns=("step", "val_ce", "train_eval_ce")),
-                                     summary=read_json(at("summary")),
-                                     eval_rows=read_table(at("eval_rows"), columns=EVAL_ROW_COLUMNS)))
-    return runs

@@ -34,6 +34,7 @@ import pandas as pd
 from scipy import stats
 
 from assocmem.errors import AssocmemError
+from assocmem.stats import clustered_ce
 
 WINDOW = 0.5
 Z_RISE = 1.96
@@ -80,20 +81,6 @@ class Convergence:
 
     def as_record(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def ratio_standard_error(row_nll: np.ndarray, row_tokens: np.ndarray) -> tuple[float, float]:
-    """(CE, SE) of the token-averaged CE sum s_i / sum n_i with rows as independent clusters."""
-    sums = np.asarray(row_nll, dtype=np.float64)
-    counts = np.asarray(row_tokens, dtype=np.float64)
-    keep = counts > 0
-    sums, counts = sums[keep], counts[keep]
-    if sums.size < 2:
-        raise AssocmemError(f"need at least 2 evaluation rows with targets to estimate the eval noise, got {sums.size}")
-    ce = float(sums.sum() / counts.sum())
-    residual = sums - ce * counts
-    se = float(np.sqrt(sums.size / (sums.size - 1) * (residual @ residual)) / counts.sum())
-    return ce, se
 
 
 def _window(curve: pd.DataFrame, window: float) -> tuple[pd.DataFrame, float]:
@@ -153,7 +140,7 @@ def assess(run: str, metrics: pd.DataFrame, tolerance: float | None, margin: flo
 def assess_with_noise(run: str, metrics: pd.DataFrame, row_nll: np.ndarray, row_tokens: np.ndarray,
                       margin: float = DEFAULT_MARGIN, window: float = WINDOW) -> Convergence:
     """:func:`assess` with the evaluation noise estimated from the final model's per-row losses."""
-    ce, se = ratio_standard_error(row_nll, row_tokens)
+    ce, se = clustered_ce(row_nll, row_tokens)
     values = assess(run, metrics, se, margin, window).as_record()
     values.update(eval_rows=int((np.asarray(row_tokens) > 0).sum()), eval_tokens=int(np.sum(row_tokens)),
                   recomputed_val_ce=ce)

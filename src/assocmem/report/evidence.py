@@ -14,7 +14,6 @@ import numpy as np
 
 from assocmem.report import convergence
 from assocmem.report.artifacts import Experiment, Run, load_experiments
-from assocmem.report.sweep import analyse_sweep
 
 
 def run_key(run: Run) -> str:
@@ -54,10 +53,10 @@ class Evidence:
     def seed(self) -> int:
         return int(self.report_cfg["synthetic_seed"])
 
-    @cached_property
+    @property
     def sweeps(self) -> dict[str, dict[str, Any]]:
-        """The scaling-sweep analyses (report.sweep.analyse_sweep) by experiment."""
-        return {exp.name: analyse_sweep(exp, self.seed) for exp in self.experiments if exp.sweep_runs}
+        """The scaling-sweep analyses (the sweep stage's, assocmem.sweep.analysis) by experiment."""
+        return {exp.name: exp.sweep for exp in self.experiments if exp.sweep is not None}
 
     @cached_property
     def statuses(self) -> dict[str, convergence.Convergence]:
@@ -118,4 +117,5 @@ class Evidence:
 
     def with_floor(self) -> list[Experiment]:
         """Experiments whose data has an exact entropy floor and that trained something (runs or a sweep)."""
-        return [exp for exp in self.experiments if exp.floor is not None and (exp.trained_runs or exp.sweep_runs)]
+        return [exp for exp in self.experiments
+                if exp.floor is not None and (exp.trained_runs or exp.sweep is not None)]

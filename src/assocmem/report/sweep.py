@@ -1,4 +1,5 @@
-"""The scaling sweep in the report: its cells, the analyses of :mod:`assocmem.report.scaling_fit` and their figures."""
+"""The scaling sweep in the report: the sweep stage's analyses (:mod:`assocmem.sweep.analysis`), their tables and
+figures. Nothing here fits or simulates: the numbers are the sweep job's."""
 
 from __future__ import annotations
 
@@ -8,79 +9,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from assocmem.config import run_settings
-from assocmem.report import scaling_fit as scaling
 from assocmem.report import style
-from assocmem.report.artifacts import Experiment, SweepRun
+from assocmem.report.artifacts import Experiment
 from assocmem.report.render import Section, markdown_table
-
-LAST_EVALS = 5  # evaluations whose spread measures the noise of a converged run's validation CE
-
-
-def budget_limited(summary: dict[str, Any], train: dict[str, Any]) -> bool:
-    """True when the step budget ended the run before its early-stopping rule was met: fewer than ``patience``
-    evaluations since the best one (without early stopping: the best was the last evaluation). Such a run's
-    best validation CE is only an upper bound on what its cell reaches."""
-    since_best = int(summary["steps"]) - int(summary["best_step"])
-    patience = train.get("early_stopping_patience")
-    if patience is None:
-        return since_best == 0
-    return since_best < patience * int(train["eval_interval"])
-
-
-def cell_row(run: SweepRun, train: dict[str, Any]) -> dict[str, Any]:
-    metrics, summary = run.metrics, run.summary
-    best = int(metrics["val_ce"].idxmin())
-    return {"model": run.model, "seed": run.replicate, "subset": run.subset, "fraction": run.fraction,
-            "n_params": summary["n_params"], "n_tokens": summary["subset"]["n_tokens"],
-            "val_ce": float(metrics["val_ce"].iloc[best]), "final_val_ce": float(metrics["val_ce"].iloc[-1]),
-            "train_ce": float(metrics["train_eval_ce"].iloc[best]), "best_step": int(metrics["step"].iloc[best]),
-            "steps": int(summary["steps"]), "stopped_early": bool(summary.get("stopped_early", False)),
-            "budget_limited": budget_limited(summary, train),
-            "late_spread": float(metrics["val_ce"].iloc[-LAST_EVALS:].std(ddof=1)) if len(metrics) > 2 else np.nan}
-
-
-def sweep_cells(exp: Experiment) -> pd.DataFrame:
-    return pd.DataFrame([cell_row(run, run_settings(exp.config, run.model)[1]) for run in exp.sweep_runs])
-
-
-def measured_noise(cells: pd.DataFrame) -> tuple[dict[float, float], str]:
-    """The noise of one run's validation CE at each D (the comparisons it calibrates, boundary tolerance and
-    inverted U, are between the cells of one D, and a memorising small-D run is far noisier than a full-data one):
-    the standard deviation over seeds pooled over the cells of that D when there are several seeds, else the
-    median spread of the last evaluations of the runs at that D. Budget-limited runs are left out where a D has
-    cells without them: how far a still-improving run got is not the noise of a converged cell's CE."""
-    usable = cells
-    if "budget_limited" in cells.columns:
-        open_cells = cells.groupby(["n_tokens", "n_params"])["budget_limited"].transform("any").astype(bool)
-        has_closed = (~open_cells).groupby(cells["n_tokens"]).transform("any")
-        usable = cells[~open_cells | ~has_closed]
-    if cells["seed"].nunique() > 1:
-        within = usable.groupby(["n_tokens", "n_params"])["val_ce"].var(ddof=1)
-        noise = within.groupby(level="n_tokens").mean() ** 0.5
-        source = ("standard deviation of the best validation CE over seeds, pooled over the cells of each D whose "
-                  "runs all met their early-stopping rule")
-    else:
-        noise = usable.groupby("n_tokens")["late_spread"].median()
-        source = f"median standard deviation of the validation CE over each run's last {LAST_EVALS} evaluations"
-    return {d: float(v) for d, v in noise.items()}, source
-
-
-def analyse_sweep(exp: Experiment, seed: int) -> dict[str, Any]:
-    cells = sweep_cells(exp)
-    noise, noise_source = measured_noise(cells)
-    config = exp.config["sweep"]
-    tolerance = config["tolerance"] or scaling.scaled(noise, 2.0)
-    result = scaling.analyse(cells, tolerance=tolerance, noise=noise, n_boot=config["n_boot"], seed=seed)
-    result.update(noise_source=noise_source, tolerance_source="config" if config["tolerance"] else "2 x noise",
-                  n_cells=int(len(cells.groupby(["n_params", "n_tokens"]))), n_runs=len(cells),
-                  n_params_span=float(cells["n_params"].max() / cells["n_params"].min()),
-                  n_tokens_span=float(cells["n_tokens"].max() / cells["n_tokens"].min()),
-                  sensitivity={f"x{factor:g}": scaling.fit_boundary(
-                      scaling.boundary_points(cells, scaling.scaled(tolerance, factor)))["slope"]
-                      for factor in (0.5, 2.0)},
-                  cells=cells.to_dict(orient="records"))
-    return result
+from assocmem.sweep import laws as scaling
 
 
 @style.styled
@@ -115,20 +47,27 @@ def heatmap(cells: pd.DataFrame, floor: float | None, out_dir: Path, name: str) 
 @style.styled
 def boundary_plot(analysis: dict[str, Any], out_dir: Path, name: str) -> tuple[Path, str]:
     points = pd.DataFrame(analysis["boundary_points"])
+    parametric = analysis["parametric_boundary"]
     fig, (ax,) = style.panels(1, panel_width=6.0, panel_height=4.0)
     colours = style.SERIES_COLOURS
-    ax.scatter(points["n_tokens"], points["n_boundary"], color=colours[0], zorder=3, label="boundary N at each D")
-    edge = points[points["at_grid_edge"]]
-    if len(edge):
-        ax.scatter(edge["n_tokens"], edge["n_boundary"], facecolor="none", edgecolor=colours[3], s=120, zorder=4,
-                   label="boundary at the largest N (censored)")
-    d = np.geomspace(points["n_tokens"].min(), points["n_tokens"].max(), 50)
-    fit = analysis["boundary"]
-    if np.isfinite(fit["slope"]):
-        ax.plot(d, np.exp(fit["intercept"]) * d ** fit["slope"], color=colours[0],
-                label=f"fit: slope b = {fit['slope']:.2f}")
-        centre = np.exp(np.mean(np.log(points["n_tokens"]))), np.exp(np.mean(np.log(points["n_boundary"])))
-        ax.plot(d, centre[1] * (d / centre[0]) ** 2, **style.PAPER_FLOOR.kwargs("the paper's b = 2 (same centre)"))
+    ax.scatter(points["n_tokens"], points["n_boundary"], color=colours[0], zorder=3,
+               label="threshold boundary N at each D")
+    for column, colour, text in (("at_grid_edge", colours[3], "at the largest N (censored above)"),
+                                 ("at_smallest_n", colours[2], "at the smallest N (censored below)")):
+        edge = points[points[column]]
+        if len(edge):
+            ax.scatter(edge["n_tokens"], edge["n_boundary"], facecolor="none", edgecolor=colour, s=120, zorder=4,
+                       label=text)
+    d = np.sort(points["n_tokens"].to_numpy(float))
+    fit = parametric["fit"]
+    if fit is not None:
+        ax.plot(d, parametric["n_boundary"], color=colours[1], marker="s", label=(
+            f"parametric N_b(D): b = {fit['b']:.2f}, CI [{fit['b_low']:.2f}, {fit['b_high']:.2f}]"))
+    n_range = (float(pd.DataFrame(analysis["cells"])["n_params"].min()),
+               float(pd.DataFrame(analysis["cells"])["n_params"].max()))
+    ax.axhspan(*n_range, color="grey", alpha=0.12, label="the grid's N range")
+    centre = np.exp(np.mean(np.log(d))), np.exp(np.mean(np.log(n_range)))
+    ax.plot(d, centre[1] * (d / centre[0]) ** 2, **style.PAPER_FLOOR.kwargs("the paper's b = 2 (grid centre)"))
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("training tokens D")
@@ -136,11 +75,12 @@ def boundary_plot(analysis: dict[str, Any], out_dir: Path, name: str) -> tuple[P
     style.legend_outside(fig)
     low, high = analysis["boundary_slope_ci"]
     caption = (f"For each D, the smallest model whose validation CE is within "
-               f"{scaling.describe(analysis['tolerance'], 3)} nats of the best at that D, with the fitted line "
-               f"(slope {fit['slope']:.2f}, {100 * analysis['level']:.0f}% "
-               f"bootstrap CI [{low:.2f}, {high:.2f}]) and, as the {style.PAPER_FLOOR.describe()}, the slope 2 of "
-               "N = O(D^2) through the same centre. Circled points sit at the largest model of the grid: the true "
-               "boundary may lie beyond it.")
+               f"{scaling.describe(analysis['tolerance'], 3)} nats of the best at that D (points; threshold "
+               f"estimator, slope {analysis['boundary']['slope']:.2f}, bootstrap CI [{low:.2f}, {high:.2f}], not "
+               "calibrated), the parametric fit's boundary at the median tolerance (squares; its interval is the "
+               "one checked by simulation) and, as the "
+               f"{style.PAPER_FLOOR.describe()}, slope 2 through the centre of the grid. Circled points are censored: "
+               "the boundary may lie beyond the grid's largest or below its smallest model.")
     return style.save_figure(fig, out_dir, name)[0], caption
 
 
@@ -192,8 +132,49 @@ def budget_paragraph(analysis: dict[str, Any]) -> str:
                    f"[{e_low:.4f}, {e_high:.4f}] (the estimate the loss-floor verdict uses).")
 
 
+def power_table(parametric: dict[str, Any]) -> str:
+    power = parametric["power"]
+    laws = parametric["laws"]
+    names = {"paper": "2 (paper)", "kaplan": "1.35 (Kaplan)", "hoffmann": "1 (Hoffmann)"}
+    rows = [[row["b"], row["coverage"], row["mean_estimate"], row["median_width"],
+             *(row["excludes"].get(name, "(truth)") for name in laws)] for row in power["by_b"]]
+    return markdown_table(["true b", "coverage of the 95% interval", "mean estimate", "median width",
+                           *(f"share excluding {names[name]}" for name in laws)], rows)
+
+
+def sensitivity_table(parametric: dict[str, Any]) -> str:
+    return markdown_table(["choice", "b", "95% interval", "interval checked by simulation"],
+                          [[row["choice"], row["b"], f"[{row['low']:.2f}, {row['high']:.2f}]"
+                            if np.isfinite(row["low"]) or np.isfinite(row["high"]) else "-", row["calibrated"]]
+                           for row in parametric["sensitivity"]])
+
+
+def parametric_paragraphs(parametric: dict[str, Any]) -> list[str]:
+    fit, power = parametric["fit"], parametric["power"]
+    inside = sum(parametric["in_grid"])
+    reach = parametric["grid_reach"]
+    detectable = parametric["detectable_range"]
+    return [
+        f"**Boundary exponent (parametric fit, the estimate the verdict uses).** L = E_D + A (D^b / N)^alpha fitted "
+        f"to the cell means: b = {fit['b']:.3f}, 95% profile-likelihood interval [{fit['b_low']:.3f}, "
+        f"{fit['b_high']:.3f}] (Wald [{fit['wald_low']:.3f}, {fit['wald_high']:.3f}]); alpha = {fit['alpha']:.3f}; "
+        f"chi^2 = {fit['chi2']:.1f} on {fit['dof']} degrees of freedom"
+        + (f" (the interval is widened by sqrt({fit['scale']:.2f}) for the excess scatter)" if fit["scale"] > 1
+           else "")
+        + f". Its boundary at the tolerance {parametric['tolerance']:.4f} nats lies inside the grid's N range at "
+        f"{inside} of {len(parametric['in_grid'])} data sizes. Beside the paper's 2: Kaplan et al.'s N^0.74/D "
+        "(b = 1.35) and compute-optimal scaling (Hoffmann et al., b = 1).",
+        f"**Power at this design.** {power['n_sim']} simulated grids per true b, with this sweep's N and D values, "
+        f"seeds and measured noise, alpha = {power['alpha']:.2f} (the fitted value) and the boundary at the centre "
+        f"of the grid: {parametric['power_reason']}. Calibrated for b in "
+        + (f"[{detectable[0]:g}, {detectable[1]:g}]" if detectable else "none of the simulated values")
+        + f"; a boundary of slope up to {reach:.2f} (log N span / log D span) stays inside the grid.",
+    ]
+
+
 def sweep_section(exp: Experiment, analysis: dict[str, Any], floor: float | None, fig_dir: Path) -> Section:
     cells = pd.DataFrame(analysis["cells"])
+    parametric = analysis["parametric_boundary"]
     section = Section(f"Scaling sweep: {exp.name}", toc_label=f"Scaling sweep: {exp.name}")
     low, high = analysis["boundary_slope_ci"]
     e_low, e_high = analysis["E_ci"]
@@ -204,16 +185,22 @@ def sweep_section(exp: Experiment, analysis: dict[str, Any], floor: float | None
         f"CE stops improving (early stopping, patience {exp.config['train']['early_stopping_patience']} "
         f"evaluations) or its budget of {exp.config['train']['max_steps']} steps. Noise of one cell: "
         f"{scaling.describe(analysis['noise'])} nats ({analysis['noise_source']}); boundary tolerance "
-        f"{scaling.describe(analysis['tolerance'])} "
-        f"nats ({analysis['tolerance_source']}). Intervals: {100 * analysis['level']:.0f}% percentile bootstrap over "
-        f"{analysis['n_boot']} replicates (seeds within cells, then cells or boundary points).")
+        f"{scaling.describe(analysis['tolerance'])} nats ({analysis['tolerance_source']}).")
+    if parametric["fit"] is None:
+        section.paragraphs.append(f"**Boundary exponent (parametric fit).** Not fitted: {parametric['reason']}.")
+    else:
+        section.paragraphs += parametric_paragraphs(parametric)
+        section.tables.append(power_table(parametric))
+        section.tables.append(sensitivity_table(parametric))
     section.paragraphs.append(
-        f"**Boundary exponent** b = {analysis['boundary']['slope']:.3f}, CI [{low:.3f}, {high:.3f}] "
-        "(the paper: b = 2). "
-        f"With half / twice the tolerance: {analysis['sensitivity']['x0.5']:.3f} / "
-        f"{analysis['sensitivity']['x2']:.3f}. **Irreducible loss** E = {analysis['parametric']['E']:.4f}, CI "
-        f"[{e_low:.4f}, {e_high:.4f}]" + (f" against the exact floor {floor:.4f}" if floor is not None else "")
-        + " and the paper's 1.")
+        f"**Threshold estimator (descriptive).** Per D the smallest N within the tolerance of the best: slope "
+        f"{analysis['boundary']['slope']:.3f}, {100 * analysis['level']:.0f}% bootstrap CI [{low:.3f}, {high:.3f}] "
+        f"over {analysis['n_boot']} replicates; with half / twice the tolerance {analysis['sensitivity']['x0.5']:.3f}"
+        f" / {analysis['sensitivity']['x2']:.3f}. Its bootstrap resamples one point per D, so its interval is not "
+        "shown to be calibrated, and a boundary at either end of the N grid is censored.")
+    section.paragraphs.append(
+        f"**Irreducible loss** E = {analysis['parametric']['E']:.4f}, CI [{e_low:.4f}, {e_high:.4f}]"
+        + (f" against the exact floor {floor:.4f}" if floor is not None else "") + " and the paper's 1.")
     if floor is not None and not e_low <= floor <= e_high:
         section.paragraphs.append(
             f"The interval of E excludes the exact entropy floor {floor:.4f}, which no model can beat in "
@@ -228,10 +215,13 @@ def sweep_section(exp: Experiment, analysis: dict[str, Any], floor: float | None
         .values.tolist()))
     points = pd.DataFrame(analysis["boundary_points"])
     section.tables.append(markdown_table(
-        ["D (tokens)", "boundary N", "tolerance (nats)", "best val CE (nats/token)", "at the largest N (censored)",
-         "budget-limited cells", "boundary range they leave"],
-        [[row.n_tokens, row.n_boundary, row.tolerance, row.best_val_ce, row.at_grid_edge, row.budget_limited_cells,
-          f"{row.n_low:g}-{row.n_high:g}"] for row in points.itertuples()]))
+        ["D (tokens)", "threshold boundary N", "tolerance (nats)", "best val CE (nats/token)",
+         "at the largest N (censored above)", "at the smallest N (censored below)", "budget-limited cells",
+         "boundary range they leave", "parametric N_b", "parametric N_b inside the grid"],
+        [[row.n_tokens, row.n_boundary, row.tolerance, row.best_val_ce, row.at_grid_edge, row.at_smallest_n,
+          row.budget_limited_cells, f"{row.n_low:g}-{row.n_high:g}", n_b, inside]
+         for row, n_b, inside in zip(points.itertuples(), parametric.get("n_boundary", [np.nan] * len(points)),
+                                     parametric.get("in_grid", ["-"] * len(points)), strict=True)]))
     section.details.append(markdown_table(
         ["model", "seed", "subset", "N", "D (tokens)", "best val CE (nats/token)", "train CE at best (nats/token)",
          "final val CE (nats/token)", "best step", "steps", "stopped early", "budget-limited"],

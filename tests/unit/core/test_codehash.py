@@ -37,7 +37,7 @@ def test_a_stage_covers_what_it_imports_and_nothing_else():
     # a module named only in a string (importlib.resources) brings its package's data files
     assert {"data/qf_fitted_grammar.json", "qf/generate.py", "qf/weights.py"} <= relative("generate_data")
     report = relative("report")
-    assert {"report/build.py", "report/scaling_fit.py", "data/literature.csv"} <= report
+    assert {"report/build.py", "sweep/laws.py", "data/literature.csv"} <= report
     assert not any(name.startswith(("knn/", "train.py", "model.py")) for name in report)
     assert any(name.startswith("report/assets/katex/") for name in report)
     # imports inside functions are followed, and every import brings its parent packages

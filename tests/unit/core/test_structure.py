@@ -14,10 +14,10 @@ from assocmem.codehash import PACKAGE_DIR, module_closure, references
 # Each room may import only rooms of a lower level.
 LEVELS = (
     {"errors", "data", "layout"},
-    {"io", "runtime", "gemm", "codehash", "theory"},
+    {"io", "runtime", "gemm", "codehash", "theory", "stats"},
     {"tokenstore", "model", "testing"},
     {"tokenwriter", "subsets"},
-    {"qf", "corpus", "train", "activations", "knn"},
+    {"qf", "corpus", "train", "activations", "knn", "sweep"},
     {"evaluation"},
     {"dataset_kinds"},
     {"config"},

@@ -10,9 +10,10 @@ import torch
 from helpers import make_token_dir, write_raw
 
 from assocmem.errors import AssocmemError
-from assocmem.evaluation import clustered_ce, encode_file, evaluate_files, row_losses, summarise_losses
+from assocmem.evaluation import encode_file, evaluate_files, row_losses, summarise_losses
 from assocmem.model import DecoderLM, ModelConfig
 from assocmem.qf.generate import generate_fresh, generate_splits, read_qf
+from assocmem.stats import clustered_ce
 from assocmem.tokenstore import TokenStore, read_store_meta
 
 

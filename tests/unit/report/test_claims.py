@@ -216,35 +216,74 @@ def test_scaling_verdicts() -> None:
     assert few["verdict"] == "not-testable"
 
 
-def _sweep_analysis(slope_ci: tuple[float, float], bracket_ci: dict[str, tuple[float, float]] | None = None,
-                    ) -> dict:
-    """A scaling.analyse-shaped result: four boundary points, none censored; ``bracket_ci`` adds budget-limited
-    cells with those bracket intervals."""
-    limited = [{"n_params": 1e4, "n_tokens": 1e6}] if bracket_ci else []
-    bracket_ci = bracket_ci or {"low": slope_ci, "high": slope_ci}
-    points = [{"n_tokens": 10.0 ** k, "n_boundary": 10.0 ** (k + 1), "tolerance": 0.01, "at_grid_edge": False}
-              for k in range(3, 7)]
-    return {"boundary_slope_ci": slope_ci, "boundary": {"slope": float(np.mean(slope_ci))},
-            "boundary_points": points, "tolerance": 0.01, "noise": 0.005,
-            "sensitivity": {"x0.5": 1.0, "x2": 1.0}, "n_cells": 25, "n_runs": 50, "n_params_span": 36.0,
-            "n_tokens_span": 100.0, "parametric": {"E": 1.0}, "E_ci": (0.98, 1.02),
-            "inverted_u": [{"rise": 0.0, "rises": False}], "max_rise_ci": (0.0, 0.0),
-            "budget_limited_cells": limited, "converged_runs": 50 - len(limited),
-            "boundary_slope_bracket": {side: float(np.mean(ci)) for side, ci in bracket_ci.items()},
-            "boundary_slope_bracket_ci": bracket_ci, "parametric_converged": {"E": 1.0},
-            "E_converged_ci": (0.98, 1.02)}
+def _power(coverage: float = 0.95, excludes_other: float = 0.9) -> dict:
+    by_b = [{"b": b, "coverage": coverage, "mean_estimate": b, "median_width": 0.8,
+             "excludes": {"paper": 1.0 if b != 2 else 0.05, "kaplan": 0.5,
+                          "hoffmann": excludes_other if b == 2 else 0.05}}
+            for b in (0.5, 1.0, 2.0)]
+    by_b[1]["excludes"]["paper"] = excludes_other
+    return {"n_sim": 200, "alpha": 0.8, "tolerance": 0.006, "level": 0.95, "by_b": by_b}
 
 
-def test_scaling_sweep_verdict_must_survive_the_budget_limited_cells() -> None:
-    plain = scaling_sweep(_sweep_analysis((0.4, 0.8)), floor=0.99)
-    assert_valid(plain)
-    assert plain["verdict"] == "refuted" and plain["numbers"]["budget_limited_cells"] == 0
-    robust = scaling_sweep(_sweep_analysis((0.4, 0.8), {"low": (0.1, 0.6), "high": (0.4, 0.9)}), 0.99)
-    assert robust["verdict"] == "refuted" and "both ends" in robust["evidence"]
-    fragile = scaling_sweep(_sweep_analysis((0.4, 0.8), {"low": (0.1, 0.6), "high": (0.5, 2.5)}), 0.99)
-    assert fragile["verdict"] == "not-testable"
-    assert "refuted / not-testable" in fragile["evidence"] and "longer training" in fragile["evidence"]
-    assert fragile["numbers"]["boundary_slope_high_end"] == pytest.approx(1.5)
+def _sweep_analysis(ci: tuple[float, float], *, can_detect: bool = True, in_grid: tuple[bool, ...] = (True,) * 4,
+                    sensitivity_ci: tuple[float, float] | None = None, fit: bool = True) -> dict:
+    """A sweep.analysis-shaped result: the parametric boundary fit with profile interval ``ci``, its power check
+    and one calibrated sensitivity row with interval ``sensitivity_ci`` (default: the primary one)."""
+    sizes = [10.0**k for k in range(3, 7)]
+    record = {"b": float(np.mean(ci)), "b_low": ci[0], "b_high": ci[1], "b_se": 0.2, "wald_low": ci[0] - 0.05,
+              "wald_high": ci[1] + 0.05, "alpha": 0.8, "log_a": 0.0, "floors": [1.0] * 4, "sizes": sizes,
+              "chi2": 20.0, "dof": 17, "scale": 1.18, "converged": True}
+    low, high = sensitivity_ci or ci
+    sensitivity = [{"choice": "primary", "b": record["b"], "low": ci[0], "high": ci[1], "calibrated": True},
+                   {"choice": "without the smallest D", "b": (low + high) / 2, "low": low, "high": high,
+                    "calibrated": True},
+                   {"choice": "threshold estimator, tolerance x2", "b": 5.0, "low": np.nan, "high": np.nan,
+                    "calibrated": False}]
+    parametric = {"fit": record, "tolerance": 0.006, "n_boundary": [10.0 ** (k + 1) for k in range(3, 7)],
+                  "in_grid": list(in_grid), "n_range": (1e3, 1e9), "d_range": (1e3, 1e6), "grid_reach": 2.0,
+                  "power": _power(), "can_detect": can_detect,
+                  "power_reason": "ok" if can_detect else "coverage 70% at b = 2 is below 90%",
+                  "detectable_range": (0.5, 2.0) if can_detect else None, "laws": {"paper": 2.0, "kaplan": 1 / 0.74,
+                                                                                      "hoffmann": 1.0},
+                  "sensitivity": sensitivity}
+    if not fit:
+        parametric = {"fit": None, "reason": "3 cells are too few", "laws": parametric["laws"]}
+    return {"boundary": {"slope": 0.7}, "boundary_slope_ci": (0.2, 1.1), "noise": 0.005, "n_cells": 24, "n_runs": 72,
+            "n_params_span": 1e6, "n_tokens_span": 1e3, "parametric": {"E": 1.0}, "E_ci": (0.98, 1.02),
+            "inverted_u": [{"rise": 0.0, "rises": False}], "budget_limited_cells": [], "converged_runs": 72,
+            "parametric_boundary": parametric}
+
+
+def test_scaling_sweep_verdict_rests_on_the_profile_interval_after_the_power_check() -> None:
+    refuted = scaling_sweep(_sweep_analysis((0.4, 0.8)), floor=0.99)
+    assert_valid(refuted)
+    assert refuted["verdict"] == "refuted" and refuted["numbers"]["b_ci_high"] == 0.8
+    assert "lies below the paper's 2" in refuted["evidence"] and "Fragile" not in refuted["evidence"]
+    assert refuted["numbers"]["sim_b2.coverage"] == 0.95 and refuted["numbers"]["D1000.inside_grid"]
+    assert "excluded: the paper's 2" in refuted["evidence"] and "Hoffmann et al.'s 1" not in \
+        refuted["evidence"].split("excluded:")[1].split(".")[0]
+    assert scaling_sweep(_sweep_analysis((1.6, 2.5)), floor=0.99)["verdict"] == "reproduced"
+    both = scaling_sweep(_sweep_analysis((0.8, 2.4)), floor=0.99)
+    assert both["verdict"] == "not-testable" and "contains both 2 and 1" in both["evidence"]
+
+
+def test_scaling_sweep_without_power_or_inside_the_grid_is_not_testable() -> None:
+    """The same refuting interval counts for nothing when simulated grids of the design could not show b = 2, or
+    when the boundary lies outside the N grid at all but one D."""
+    weak = scaling_sweep(_sweep_analysis((0.4, 0.8), can_detect=False), floor=0.99)
+    assert weak["verdict"] == "not-testable" and "cannot show b = 2: coverage 70%" in weak["evidence"]
+    outside = scaling_sweep(_sweep_analysis((0.4, 0.8), in_grid=(True, False, False, False)), floor=0.99)
+    assert outside["verdict"] == "not-testable" and "extrapolated" in outside["evidence"]
+
+
+def test_scaling_sweep_reports_a_fragile_verdict_and_an_unfitted_grid() -> None:
+    fragile = scaling_sweep(_sweep_analysis((0.4, 0.8), sensitivity_ci=(0.5, 2.2)), floor=0.99)
+    assert fragile["verdict"] == "refuted"
+    assert "Fragile: under without the smallest D: not-testable" in fragile["evidence"]
+    assert "tolerance x2" not in fragile["evidence"]  # an uncalibrated row never makes a verdict fragile
+    unfitted = scaling_sweep(_sweep_analysis((0.4, 0.8), fit=False), floor=0.99)
+    assert_valid(unfitted)
+    assert unfitted["verdict"] == "not-testable" and "3 cells are too few" in unfitted["evidence"]
 
 
 def _final(test_ce: list[float], se: float = 0.001, usable: list[bool] | None = None,

@@ -11,33 +11,11 @@ from scipy import stats
 
 from assocmem.errors import AssocmemError
 from assocmem.report import convergence as cv
+from assocmem.stats import clustered_ce
 
 
 def curve(steps: np.ndarray, values: np.ndarray) -> pd.DataFrame:
     return pd.DataFrame({"step": steps, "val_ce": values, "train_eval_ce": values})
-
-
-def test_ratio_standard_error_matches_the_delta_method_by_simulation() -> None:
-    """SE of sum(s)/sum(n) over m rows: compare with the spread of the estimate over repeated draws."""
-    rng = np.random.default_rng(0)
-
-    def draw(m: int) -> tuple[np.ndarray, np.ndarray]:
-        tokens = rng.integers(5, 30, size=m)
-        return rng.gamma(2.0, 0.5, size=m) * tokens, tokens
-
-    estimates = []
-    for _ in range(3000):
-        nll, tokens = draw(200)
-        estimates.append(nll.sum() / tokens.sum())
-    nll, tokens = draw(200)
-    ce, se = cv.ratio_standard_error(nll, tokens)
-    assert ce == pytest.approx(nll.sum() / tokens.sum())
-    assert se == pytest.approx(np.std(estimates), rel=0.15)
-
-
-def test_ratio_standard_error_needs_two_rows() -> None:
-    with pytest.raises(AssocmemError, match="at least 2"):
-        cv.ratio_standard_error(np.array([1.0, 2.0]), np.array([3, 0]))
 
 
 def test_still_falling_run_is_not_converged() -> None:
@@ -122,7 +100,7 @@ def test_assess_with_noise_uses_the_rows_standard_error() -> None:
     sums, counts = np.array([2.5, 3.1, 0.4]), np.array([3, 4, 1])
     metrics = curve(np.array([10, 20, 30, 40, 50]), np.full(5, sums.sum() / counts.sum()))
     result = cv.assess_with_noise("m", metrics, sums, counts)
-    ce, se = cv.ratio_standard_error(sums, counts)
+    ce, se = clustered_ce(sums, counts)
     assert result.tolerance == pytest.approx(se) and result.recomputed_val_ce == pytest.approx(ce)
     assert result.eval_rows == 3 and result.eval_tokens == 8 and result.status == cv.CONVERGED
 

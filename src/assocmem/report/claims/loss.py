@@ -9,11 +9,11 @@ import pandas as pd
 
 from assocmem.errors import AssocmemError
 from assocmem.report import convergence, quotes
-from assocmem.report import scaling_fit as sweep_analysis
 from assocmem.report.artifacts import Experiment, Run
 from assocmem.report.claims.base import check_row, require_columns, usable_rows
 from assocmem.report.claims.registry import Claim, Untestable, register
 from assocmem.report.evidence import Evidence, margin_of, run_key
+from assocmem.sweep import laws
 
 # ---------------------------------------------------------------- data claims
 
@@ -274,13 +274,10 @@ def sweep_floor_runs(experiments: list[Experiment], sweeps: dict[str, dict[str, 
         usable = full[~full["budget_limited"].astype(bool)]
         within = usable.groupby("n_params")["val_ce"].var(ddof=1).dropna()
         seed_sd = (float(np.sqrt(within.mean())) if len(within)
-                   else sweep_analysis.at_d(analysis["noise"], full["n_tokens"].iloc[0]))
-        runs = {(run.model, run.replicate): run for run in exp.sweep_runs if run.fraction == cells["fraction"].max()}
+                   else laws.at_d(analysis["noise"], full["n_tokens"].iloc[0]))
         for cell in full.itertuples():
-            run = runs[(cell.model, cell.seed)]
-            eval_se = (float("nan") if cell.budget_limited else convergence.ratio_standard_error(
-                run.eval_rows["nll"].to_numpy(), run.eval_rows["tokens"].to_numpy())[1])
-            rows.append({"run": f"sweep {run.label}/{cell.subset}", "fraction": 1.0, "train_ce": cell.train_ce,
+            eval_se = float("nan") if cell.budget_limited else float(cell.eval_se)
+            rows.append({"run": f"sweep {cell.label}/{cell.subset}", "fraction": 1.0, "train_ce": cell.train_ce,
                          "test_ce": cell.val_ce, "test_ce_se": float(np.hypot(eval_se, seed_sd)),
                          "eval_se": eval_se, "seed_sd": seed_sd, "usable": not cell.budget_limited,
                          "status": ("hit its step budget still improving" if cell.budget_limited

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from assocmem.errors import AssocmemError
-from assocmem.report.scaling_fit import (
+from assocmem.sweep.laws import (
     ParametricFit,
     analyse,
     boundary_points,

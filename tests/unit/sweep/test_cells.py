@@ -1,20 +1,19 @@
-"""A sweep's cells as the report reads them: which runs the step budget cut short, and the noise of a cell's CE."""
+"""A sweep's cells as the sweep stage reads them: which runs the step budget cut short, and the noise of a cell's
+CE."""
 
 import pandas as pd
 import pytest
 
-from assocmem.report.sweep import budget_limited, measured_noise
+from assocmem.sweep.cells import budget_limited, measured_noise
 
 
 def test_a_run_is_budget_limited_until_its_early_stopping_rule_is_met():
-    train = {"early_stopping_patience": 4, "eval_interval": 200}
-    assert budget_limited({"steps": 6000, "best_step": 6000}, train)
-    assert budget_limited({"steps": 6000, "best_step": 5400}, train)  # 3 evaluations without a new best
-    assert not budget_limited({"steps": 6000, "best_step": 5200}, train)  # the rule is met at the budget
-    assert not budget_limited({"steps": 2200, "best_step": 1400}, train)  # stopped early
-    no_rule = {"early_stopping_patience": None, "eval_interval": 200}
-    assert budget_limited({"steps": 100, "best_step": 100}, no_rule)
-    assert not budget_limited({"steps": 100, "best_step": 60}, no_rule)
+    assert budget_limited({"steps": 6000, "best_step": 6000}, 4, 200)
+    assert budget_limited({"steps": 6000, "best_step": 5400}, 4, 200)  # 3 evaluations without a new best
+    assert not budget_limited({"steps": 6000, "best_step": 5200}, 4, 200)  # the rule is met at the budget
+    assert not budget_limited({"steps": 2200, "best_step": 1400}, 4, 200)  # stopped early
+    assert budget_limited({"steps": 100, "best_step": 100}, None, 200)  # no rule: still improving at the end
+    assert not budget_limited({"steps": 100, "best_step": 60}, None, 200)
 
 
 def test_noise_is_measured_per_training_set_size():

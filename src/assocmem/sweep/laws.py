@@ -87,7 +87,7 @@ def _grid_objective(starts: np.ndarray, log_n: np.ndarray, log_d: np.ndarray, lo
 
 
 # Hoffmann et al.'s grid, finer at small exponents and scales: with their coarser one the 8-16 best starts can all
-# sit in a basin where a slowly decaying term is absorbed into E (found by tests/unit/report/test_scaling_fit.py).
+# sit in a basin where a slowly decaying term is absorbed into E (found by tests/unit/sweep/test_laws.py).
 START_GRID = {"a": (0.0, 2.5, 5.0, 10.0, 15.0, 20.0), "b": (0.0, 2.5, 5.0, 10.0, 15.0, 20.0),
               "e": (-1.0, -0.5, 0.0, 0.5, 1.0), "alpha": (0.1, 0.25, 0.5, 0.75, 1.0, 1.5),
               "beta": (0.1, 0.25, 0.5, 0.75, 1.0, 1.5)}
@@ -96,7 +96,7 @@ START_GRID = {"a": (0.0, 2.5, 5.0, 10.0, 15.0, 20.0), "b": (0.0, 2.5, 5.0, 10.0,
 def _diverse_starts(starts: np.ndarray, values: np.ndarray, keep: int | None) -> np.ndarray:
     """The ``keep`` best starting points with distinct exponents (alpha, beta): the best (a, b, e) of each exponent
     pair, pairs ranked by it. The plain ``keep`` best can all share one exponent pair's basin, whose optimum trades
-    a slowly decaying term for E (found by tests/unit/report/test_scaling_fit.py: beta 0.3 fitted as 0.24 with E
+    a slowly decaying term for E (found by tests/unit/sweep/test_laws.py: beta 0.3 fitted as 0.24 with E
     0.034 low, at 2.4x the Huber loss of the truth; with the 16 best pairs another surface still fitted beta 0.3 as
     0.42, so the point fit tries every pair)."""
     order = np.argsort(values, kind="stable")
@@ -165,7 +165,9 @@ def describe(value: PerD, digits: int = 4) -> str:
 
 def boundary_points(cells: pd.DataFrame, tolerance: PerD) -> pd.DataFrame:
     """Per D: the smallest N whose (seed-mean) validation CE is within ``tolerance`` (at that D) of the best N at
-    that D, and the range [n_low, n_high] the budget-limited cells at that D leave it (see the module docstring)."""
+    that D, and the range [n_low, n_high] the budget-limited cells at that D leave it (see the module docstring).
+    Censored at both ends: ``at_grid_edge`` (the largest N: the boundary may lie beyond the grid) and
+    ``at_smallest_n`` (the smallest N is already enough: the boundary may lie below the grid)."""
     means = cell_means(cells)
     limited = budget_limited_cells(cells)
     rows = []
@@ -176,6 +178,7 @@ def boundary_points(cells: pd.DataFrame, tolerance: PerD) -> pd.DataFrame:
         rows.append({"n_tokens": n_tokens, "n_boundary": n_boundary, "best_val_ce": best,
                      "tolerance": at_d(tolerance, n_tokens),
                      "at_grid_edge": bool(n_boundary == group["n_params"].max()),
+                     "at_smallest_n": bool(n_boundary == group["n_params"].min()),
                      "n_low": min([n_boundary, *open_n]), "n_high": max([n_boundary, *open_n]),
                      "budget_limited_cells": len(open_n)})
     return pd.DataFrame(rows)

@@ -1,0 +1,98 @@
+"""The boundary exponent fit: it recovers a known b, its profile-likelihood interval is calibrated at the shipped
+sweep's design (the power simulation that gates the verdict), and the gate itself."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+from helpers import ROOT, sweep_cells
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from assocmem.errors import AssocmemError
+from assocmem.sweep import boundary as bd
+
+
+@settings(max_examples=20, deadline=None)
+@given(b=st.floats(0.0, 3.0), alpha=st.floats(0.4, 1.2), seed=st.integers(0, 999))
+def test_the_fit_recovers_a_known_exponent_from_nearly_noiseless_cells(b, alpha, seed) -> None:
+    cells = sweep_cells(b, alpha=alpha, noise=1e-6, seed=seed)
+    fit = bd.fit_boundary_exponent(cells, dict.fromkeys(map(float, cells["n_tokens"].unique()), 1e-6))
+    assert fit.b == pytest.approx(b, abs=0.01) and fit.alpha == pytest.approx(alpha, abs=0.01)
+    assert fit.b_low <= fit.b <= fit.b_high and fit.b_high - fit.b_low < 0.01
+
+
+def test_the_boundary_of_the_simulation_sits_at_the_grid_centre() -> None:
+    cells = sweep_cells(2.0, noise=1e-9)
+    fit = bd.fit_boundary_exponent(cells, dict.fromkeys(map(float, cells["n_tokens"].unique()), 1e-9))
+    centre_d = np.exp(np.mean(np.log([cells["n_tokens"].min(), cells["n_tokens"].max()])))
+    centre_n = np.exp(np.mean(np.log([cells["n_params"].min(), cells["n_params"].max()])))
+    n_b = np.exp(fit.b * np.log(centre_d) + (fit.log_a - np.log(0.006)) / fit.alpha)
+    assert n_b == pytest.approx(centre_n, rel=1e-3)
+    n_range = (cells["n_params"].min() * 0.999, cells["n_params"].max() * 1.001)
+    assert bd.boundary_in_grid(fit, 0.006, n_range).all()  # slope 2 over 10x in D spans exactly the 100x N grid
+    steep = sweep_cells(3.0, noise=1e-9)
+    fit = bd.fit_boundary_exponent(steep, dict.fromkeys(map(float, steep["n_tokens"].unique()), 1e-9))
+    assert bd.boundary_in_grid(fit, 0.006, n_range).tolist() == [False, True, True, False]
+
+
+def test_a_flat_profile_gives_an_open_interval() -> None:
+    """No excess at any N: b is not identified, and the interval says so instead of inventing a width."""
+    cells = sweep_cells(1.0, noise=0.003).assign(val_ce=lambda f: 1.0 + 0.003 * np.random.default_rng(1)
+                                                  .standard_normal(len(f)))
+    fit = bd.fit_boundary_exponent(cells, dict.fromkeys(map(float, cells["n_tokens"].unique()), 0.003))
+    assert not (np.isfinite(fit.b_low) and np.isfinite(fit.b_high))
+
+
+def test_the_fit_names_what_it_lacks() -> None:
+    cells = sweep_cells(1.0)
+    with pytest.raises(AssocmemError, match="no noise given"):
+        bd.fit_boundary_exponent(cells, {float(cells["n_tokens"].min()): 0.003})
+    with pytest.raises(AssocmemError, match="two or more D values"):
+        bd.fit_boundary_exponent(cells[cells["n_tokens"] == cells["n_tokens"].min()],
+                                 {float(cells["n_tokens"].min()): 0.003})
+
+
+def _power(coverage: dict[float, float], excludes: dict[float, dict[str, float]]) -> dict:
+    return {"n_sim": 200, "by_b": [{"b": b, "coverage": c, "excludes": excludes.get(b, {})}
+                                   for b, c in coverage.items()]}
+
+
+def test_the_gate_needs_calibration_at_every_b_and_power_both_ways() -> None:
+    good = {2.0: {"hoffmann": 0.95}, 1.0: {"paper": 0.9}}
+    assert bd.can_detect_paper_b(_power({0.5: 0.93, 1.0: 0.95, 2.0: 0.92}, good))[0]
+    uncalibrated, reason = bd.can_detect_paper_b(_power({0.5: 0.93, 1.0: 0.95, 2.0: 0.85}, good))
+    assert not uncalibrated and "b = 2 (85%)" in reason
+    weak, reason = bd.can_detect_paper_b(_power({0.5: 0.93, 1.0: 0.95, 2.0: 0.92},
+                                                {2.0: {"hoffmann": 0.95}, 1.0: {"paper": 0.6}}))
+    assert not weak and "cannot tell b = 2 from b = 1" in reason
+    assert bd.detectable_range(_power({0.5: 0.8, 1.0: 0.95, 2.0: 0.92}, good)) == (1.0, 2.0)
+    assert bd.grid_reach((2e3, 2e5), (2.4e4, 2.4e5)) == pytest.approx(2.0)
+
+
+# --- the power simulation at the shipped design (issue 24: known b recovered, coverage >= 90% at nominal 95%)
+
+QF_VOCAB = 72  # the generated Question-Formation data's vocabulary (70 words and the specials)
+
+
+def shipped_design(config_file) -> tuple[pd.DataFrame, dict[str, float]]:
+    """The (N, D, seed) rows of a shipped sweep config: N from the model specs, D from the subset fractions of the
+    training split (the D scale does not matter: it only moves A)."""
+    from assocmem.model import DecoderLM, ModelConfig
+
+    exp = next(iter(yaml.safe_load(config_file.read_text())["experiments"].values()))
+    n_values = [DecoderLM(ModelConfig.from_dict(spec, vocab_size=QF_VOCAB)).num_parameters()
+                for spec in exp["models"].values()]
+    d_values = [round(f * exp["dataset"]["sizes"]["train"] * 24.45) for f in exp["subsets"]["fractions"]]
+    rows = [{"n_tokens": float(d), "n_params": float(n), "seed": s} for d in d_values for n in n_values
+            for s in range(exp["sweep"]["seeds"])]
+    return pd.DataFrame(rows), exp
+
+
+def test_the_shipped_sweep_spans_the_square_of_its_data_range_with_three_seeds() -> None:
+    design, exp = shipped_design(ROOT / "config" / "scaling.yaml")
+    n_span = design["n_params"].max() / design["n_params"].min()
+    d_span = design["n_tokens"].max() / design["n_tokens"].min()
+    assert n_span >= d_span**2 and exp["sweep"]["seeds"] >= 3
