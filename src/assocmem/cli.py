@@ -47,6 +47,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("config", type=Path)
     p.add_argument("--schema", type=Path, default=Path("workflow/schemas/config.schema.yaml"),
                    help="the workflow's config schema (default: %(default)s, relative to the repository root)")
+    p = sub.add_parser("record-results", help="record a measured run (checks.json, timings, stage lines) as JSON "
+                                              "for docs/results/ (assocmem.report.record)")
+    p.add_argument("--checks", type=Path, required=True, help="the run's results/report/checks.json")
+    p.add_argument("--time-log", type=Path, required=True, help="output of `/usr/bin/time -v snakemake ...`")
+    p.add_argument("--snakemake-log", type=Path, required=True, help="snakemake's terminal output (stage lines)")
+    p.add_argument("--analysis", type=Path, help="a scaling sweep's results/<exp>/sweep/analysis.json")
+    p.add_argument("--commit", required=True)
+    p.add_argument("--date", required=True)
+    p.add_argument("--command", required=True, help="the command that was timed")
+    p.add_argument("--out", type=Path, required=True)
     p = sub.add_parser("run", help="check config files (file and line on errors), then run snakemake with the "
                                    "same arguments, e.g. `python -m assocmem run --cores all --configfile X`")
     p.add_argument("snakemake_args", nargs=argparse.REMAINDER)
@@ -108,6 +118,14 @@ def _print_config(path: Path, schema: Path) -> None:
     print(yaml.safe_dump(load_config(path, load_schema(schema)), sort_keys=False))
 
 
+def _record_results(args: argparse.Namespace) -> None:
+    from assocmem.io import write_json
+    from assocmem.report.record import record
+
+    write_json(args.out, record(args.checks, args.time_log, args.snakemake_log, commit=args.commit, date=args.date,
+                                command=args.command, analysis_file=args.analysis))
+
+
 def config_files(snakemake_args: list[str]) -> list[Path]:
     """The values of ``--configfile`` (``--configfile A B`` or ``--configfile=A``) in snakemake's arguments."""
     files, taking = [], False
@@ -152,6 +170,9 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.stage == "run":
             run_snakemake(argv[1:])
+        if args.stage == "record-results":
+            _record_results(args)
+            return 0
         line = run_stage(args)
     except AssocmemError as err:
         print(f"assocmem {args.stage}: error: {err}", file=sys.stderr)

@@ -259,6 +259,7 @@ def test_scaling_sweep_verdict_rests_on_the_profile_interval_after_the_power_che
     assert_valid(refuted)
     assert refuted["verdict"] == "refuted" and refuted["numbers"]["b_ci_high"] == 0.8
     assert "lies below the paper's 2" in refuted["evidence"] and "Fragile" not in refuted["evidence"]
+    assert "chi^2/dof = 1.18." in refuted["evidence"] and refuted["numbers"]["chi2_per_dof"] == pytest.approx(20 / 17)
     assert refuted["numbers"]["sim_b2.coverage"] == 0.95 and refuted["numbers"]["D1000.inside_grid"]
     assert "excluded: the paper's 2" in refuted["evidence"] and "Hoffmann et al.'s 1" not in \
         refuted["evidence"].split("excluded:")[1].split(".")[0]
@@ -281,6 +282,9 @@ def test_scaling_sweep_reports_a_fragile_verdict_and_an_unfitted_grid() -> None:
     assert fragile["verdict"] == "refuted"
     assert "Fragile: under without the smallest D: not-testable" in fragile["evidence"]
     assert "tolerance x2" not in fragile["evidence"]  # an uncalibrated row never makes a verdict fragile
+    misfit = _sweep_analysis((0.4, 0.8))
+    misfit["parametric_boundary"]["fit"].update(chi2=1700.0)
+    assert "the model does not describe this grid well" in scaling_sweep(misfit, floor=0.99)["evidence"]
     unfitted = scaling_sweep(_sweep_analysis((0.4, 0.8), fit=False), floor=0.99)
     assert_valid(unfitted)
     assert unfitted["verdict"] == "not-testable" and "3 cells are too few" in unfitted["evidence"]

@@ -147,11 +147,22 @@ def state_line(parametric: dict[str, Any]) -> str:
             "The corrected derivation (docs/derivations.md, section 9) gives N = Theta(log D), not O(D^2).")
 
 
+def _goodness(fit: dict[str, Any]) -> str:
+    """The fit's chi^2 per degree of freedom, and what it means for the interval."""
+    ratio = fit["chi2"] / fit["dof"] if fit["dof"] > 0 else float("nan")
+    if not ratio > 2:
+        return f"Goodness of fit: chi^2/dof = {ratio:.3g}."
+    return (f"Goodness of fit: chi^2/dof = {ratio:.3g}: the cell means scatter about the model far more than their "
+            "seed noise allows, so the model does not describe this grid well; the interval is widened by that "
+            "factor and the simulated power below (which assumes the model) overstates what this grid can show.")
+
+
 def _sweep_numbers(analysis: dict[str, Any], parametric: dict[str, Any], floor: float | None) -> dict[str, Any]:
     fit, power = parametric["fit"], parametric["power"]
     numbers: dict[str, Any] = {
         "b": fit["b"], "b_ci_low": fit["b_low"], "b_ci_high": fit["b_high"], "b_wald_low": fit["wald_low"],
         "b_wald_high": fit["wald_high"], "alpha": fit["alpha"], "chi2": fit["chi2"], "dof": fit["dof"],
+        "chi2_per_dof": fit["chi2"] / fit["dof"] if fit["dof"] > 0 else np.nan,
         "paper_b": parametric["laws"]["paper"], "kaplan_b": parametric["laws"]["kaplan"],
         "hoffmann_b": parametric["laws"]["hoffmann"], "grid_reach_b": parametric["grid_reach"],
         "power_sims": power["n_sim"], "power_alpha": power["alpha"], "can_detect_b2": parametric["can_detect"],
@@ -209,8 +220,8 @@ def scaling_sweep(analysis: dict[str, Any], floor: float | None) -> dict[str, An
     detectable = parametric["detectable_range"]
     coverage = ", ".join(f"{row['coverage']:.0%} at b = {row['b']:g}" for row in parametric["power"]["by_b"])
     evidence = (f"Boundary exponent b = {fit['b']:.2f}, 95% CI [{fit['b_low']:.2f}, {fit['b_high']:.2f}] (parametric "
-                f"fit, profile likelihood): {reason}. Power at this design ({parametric['power']['n_sim']} simulated "
-                f"grids per b): coverage {coverage}; calibrated for b in "
+                f"fit, profile likelihood): {reason}. {_goodness(fit)} Power at this design "
+                f"({parametric['power']['n_sim']} simulated grids per b): coverage {coverage}; calibrated for b in "
                 + (f"[{detectable[0]:g}, {detectable[1]:g}]" if detectable else "none of the simulated values")
                 + f"; a centred boundary stays inside the grid for b up to {parametric['grid_reach']:.2f}.")
     if fragile:

@@ -1,0 +1,70 @@
+"""A measured run, recorded for the documentation: the verdicts and numbers of a run's ``checks.json`` (and, for a
+scaling sweep, its ``analysis.json``) with the commit, date, wall time and peak memory of the command that made
+them. ``docs/results/*.json`` are such records; ``tests/unit/docs/`` checks that docs/results.md and README.md
+quote them exactly, and that today's code refits the recorded sweep to the same exponent.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from assocmem.errors import AssocmemError
+from assocmem.io import read_json
+
+SCHEMA = "assocmem-record-v1"
+_TIME_FIELDS = {"wall": r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): (\S+)",
+                "rss_kb": r"Maximum resident set size \(kbytes\): (\d+)"}
+_STAGE_LINE = re.compile(r"^assocmem: .*$", re.M)
+
+
+def _seconds(clock: str) -> float:
+    """'1:02:03' or '4:05.67' -> seconds."""
+    total = 0.0
+    for part in clock.split(":"):
+        total = total * 60 + float(part)
+    return total
+
+
+def parse_time_log(text: str, source: Path) -> dict[str, float]:
+    """Wall seconds and peak RSS (GB) from the output of ``/usr/bin/time -v``."""
+    found = {key: re.search(pattern, text) for key, pattern in _TIME_FIELDS.items()}
+    missing = [key for key, match in found.items() if match is None]
+    if missing:
+        raise AssocmemError(f"{source}: no {', '.join(missing)} line of `/usr/bin/time -v` in it")
+    return {"wall_s": round(_seconds(found["wall"].group(1)), 1),
+            "max_rss_gb": round(int(found["rss_kb"].group(1)) / 1024**2, 2)}
+
+
+def stage_lines(text: str) -> list[str]:
+    """The one-line results the stages print (``assocmem: <job>: <key number>``), in order, without repeats."""
+    return list(dict.fromkeys(line.strip() for line in _STAGE_LINE.findall(text)))
+
+
+def sweep_summary(analysis: dict[str, Any]) -> dict[str, Any]:
+    """What the documentation quotes from a sweep's analysis.json, and the cells to refit it from."""
+    boundary = analysis["parametric_boundary"]
+    return {"noise": analysis["noise"], "tolerance": analysis["tolerance"], "n_cells": analysis["n_cells"],
+            "n_runs": analysis["n_runs"], "n_params_span": analysis["n_params_span"],
+            "n_tokens_span": analysis["n_tokens_span"], "parametric_boundary": boundary,
+            "threshold": {"slope": analysis["boundary"]["slope"], "ci": analysis["boundary_slope_ci"]},
+            "cells": analysis["cells"]}
+
+
+def record(checks_file: Path, time_log: Path, snakemake_log: Path, *, commit: str, date: str, command: str,
+           analysis_file: Path | None = None) -> dict[str, Any]:
+    """The record of one measured run (see the module docstring)."""
+    checks = read_json(checks_file)
+    if "checks" not in checks:
+        raise AssocmemError(f"{checks_file}: not a report's checks.json (no 'checks' key)")
+    result: dict[str, Any] = {
+        "schema": SCHEMA, "commit": commit, "date": date, "command": command,
+        **parse_time_log(time_log.read_text(errors="replace"), time_log),
+        "stage_lines": stage_lines(snakemake_log.read_text(errors="replace")),
+        "verdicts": {check["id"]: check["verdict"] for check in checks["checks"]},
+        "numbers": {check["id"]: check["numbers"] for check in checks["checks"]},
+    }
+    if analysis_file is not None:
+        result["sweep"] = sweep_summary(read_json(analysis_file))
+    return result
