@@ -30,9 +30,9 @@ PerDJson = dict[str, float]
 SIMULATED_ALPHA_RANGE = (0.1, 2.0)  # the fitted alpha the power simulation uses, kept to where fits are stable
 
 
-def _fit_or_none(cells: pd.DataFrame, noise: dict[float, float]) -> bd.BoundaryFit | None:
+def _fit_or_none(cells: pd.DataFrame, noise: dict[float, float], per_cell: bool = False) -> bd.BoundaryFit | None:
     try:
-        return bd.fit_boundary_exponent(cells, noise)
+        return bd.fit_boundary_exponent(cells, noise, per_cell=per_cell)
     except AssocmemError:
         return None
 
@@ -52,6 +52,8 @@ def boundary_sensitivity(cells: pd.DataFrame, noise: dict[float, float], primary
     largest_noise = max(noise.values())
     rows = [_fit_row("parametric, every run, noise per D (primary)", primary, True),
             _fit_row("runs that met their early-stopping rule only", _fit_or_none(stopped, noise), True),
+            _fit_row("noise per cell (the larger of its own seed SD and its D's)",
+                     _fit_or_none(cells, noise, per_cell=True), True),
             _fit_row("one noise for every D (the largest)", _fit_or_none(cells, dict.fromkeys(noise, largest_noise)),
                      True),
             _fit_row("without the smallest D", _fit_or_none(cells[cells["n_tokens"] > smallest_d], noise), True),

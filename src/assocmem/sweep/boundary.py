@@ -89,15 +89,18 @@ class _Data:
         return (floors[self.index] + np.exp(log_excess) - self.y) / self.se
 
 
-def _cell_data(cells: pd.DataFrame, noise: dict[float, float]) -> _Data:
-    means = cells.groupby(["n_tokens", "n_params"], as_index=False).agg(val_ce=("val_ce", "mean"),
-                                                                        seeds=("val_ce", "size"))
+def _cell_data(cells: pd.DataFrame, noise: dict[float, float], per_cell: bool) -> _Data:
+    means = cells.groupby(["n_tokens", "n_params"], as_index=False).agg(
+        val_ce=("val_ce", "mean"), seeds=("val_ce", "size"), cell_sd=("val_ce", "std"))
     sizes = np.sort(means["n_tokens"].unique())
     index = np.searchsorted(sizes, means["n_tokens"].to_numpy())
     missing = [d for d in sizes if d not in noise]
     if missing:
         raise AssocmemError(f"boundary fit: no noise given for D = {missing}")
-    se = np.array([noise[d] for d in means["n_tokens"]]) / np.sqrt(means["seeds"].to_numpy())
+    sd = np.array([noise[d] for d in means["n_tokens"]])
+    if per_cell:
+        sd = np.fmax(sd, means["cell_sd"].to_numpy(float))
+    se = sd / np.sqrt(means["seeds"].to_numpy())
     if np.any(~np.isfinite(se)) or np.any(se <= 0):
         raise AssocmemError("boundary fit: the noise of every D must be a positive number")
     return _Data(index, np.log(means["n_params"].to_numpy(float)), np.log(sizes)[index],
@@ -163,10 +166,12 @@ def _profile_end(data: _Data, best: optimize.OptimizeResult, threshold: float, d
         step = min(step * 1.5, 1.0)
 
 
-def fit_boundary_exponent(cells: pd.DataFrame, noise: dict[float, float]) -> BoundaryFit:
+def fit_boundary_exponent(cells: pd.DataFrame, noise: dict[float, float], *, per_cell: bool = False) -> BoundaryFit:
     """The weighted least-squares fit of the module docstring; ``cells``: n_tokens, n_params, val_ce (one row per
-    seed); ``noise``: the seed SD of a run's CE at each D."""
-    data = _cell_data(cells, noise)
+    seed); ``noise``: the seed SD of a run's CE at each D. ``per_cell``: a cell's noise is the larger of its D's and
+    its own seed SD (near a learning transition some seeds learn and others do not, and one noise per D
+    understates the scatter of those cells)."""
+    data = _cell_data(cells, noise, per_cell)
     n_params = data.sizes.size + 3
     if data.sizes.size < 2 or len(data.y) <= n_params:
         raise AssocmemError(f"boundary fit: needs two or more D values and more cell means than parameters "

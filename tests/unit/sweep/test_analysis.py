@@ -27,7 +27,7 @@ def test_the_analysis_has_both_estimators_the_power_and_the_sensitivity(analysis
     assert parametric["power"]["n_sim"] == 20 and len(parametric["in_grid"]) == 4
     assert parametric["grid_reach"] == pytest.approx(2.0, rel=0.01)  # 100x in N over 10x in D
     choices = [row["choice"] for row in parametric["sensitivity"]]
-    assert choices[0].endswith("(primary)") and sum(row["calibrated"] for row in parametric["sensitivity"]) == 5
+    assert choices[0].endswith("(primary)") and sum(row["calibrated"] for row in parametric["sensitivity"]) == 6
     assert analysis["n_cells"] == 24 and analysis["n_runs"] == 72
     assert set(analysis["noise"]) == set(float(d) for d in sweep_cells(1.0)["n_tokens"].unique())
 

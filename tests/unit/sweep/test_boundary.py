@@ -96,3 +96,19 @@ def test_the_shipped_sweep_spans_the_square_of_its_data_range_with_three_seeds()
     n_span = design["n_params"].max() / design["n_params"].min()
     d_span = design["n_tokens"].max() / design["n_tokens"].min()
     assert n_span >= d_span**2 and exp["sweep"]["seeds"] >= 3
+
+
+def test_per_cell_noise_weighs_down_the_cells_whose_seeds_disagree() -> None:
+    """One cell whose seeds split (some learn, some do not) dominates chi^2 under one noise per D; with per-cell
+    noise it weighs only as much as its own scatter, and where every cell's seeds agree nothing changes."""
+    cells = sweep_cells(1.0, noise=0.003, seed=4)
+    noise = dict.fromkeys(map(float, cells["n_tokens"].unique()), 0.003)
+    split = (cells["n_params"] == cells["n_params"].unique()[2]) & (cells["n_tokens"] == cells["n_tokens"].max())
+    shift = np.zeros(len(cells))
+    shift[split.to_numpy()] = [0.0, 0.3, -0.1]
+    split_cells = cells.assign(val_ce=cells["val_ce"] + shift)
+    per_d = bd.fit_boundary_exponent(split_cells, noise)
+    per_cell = bd.fit_boundary_exponent(split_cells, noise, per_cell=True)
+    assert per_cell.chi2 < per_d.chi2 / 5
+    assert bd.fit_boundary_exponent(cells, dict.fromkeys(noise, 10.0), per_cell=True).chi2 == pytest.approx(
+        bd.fit_boundary_exponent(cells, dict.fromkeys(noise, 10.0)).chi2)
