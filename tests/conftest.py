@@ -16,8 +16,8 @@ NOT_SCIENCE = ("logs/", "benchmarks/", "timing.", "report/index.html", "report/r
 
 
 def snakemake(workdir: Path, *args: str, config: Path | None = None, check: bool = True,
-              timeout: int = 900) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(workdir),
+              timeout: int = 900, snakefile: Path | None = None) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(snakefile or ROOT / "Snakefile"), "--directory", str(workdir),
            "--configfile", str(config or ROOT / "config" / "test.yaml"), *args]
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     if check and result.returncode != 0:

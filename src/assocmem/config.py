@@ -178,19 +178,50 @@ def _fresh_problems(prefix: str, dataset: dict[str, Any]) -> list[str]:
     return []
 
 
-def load_config(path: str | Path, schema: dict[str, Any]) -> dict[str, Any]:
+class _StrictLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a key given twice in one mapping (plain YAML keeps the last value silently)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r} (first at line {seen[key] + 1})", key_node.start_mark)
+            seen[key] = key_node.start_mark.line
+        return super().construct_mapping(node, deep=deep)
+
+
+def read_config_file(path: str | Path) -> dict[str, Any]:
+    """A config file's mapping, or a ConfigError naming the file (and line) for anything that is not one.
+
+    Refused: a missing file or a directory, invalid YAML, a key given twice, a top level other than a mapping,
+    and ``__use_yte__`` (Snakemake would evaluate the file as a YTE template, i.e. run Python from the config)."""
     path = Path(path)
     if not path.exists():
         raise ConfigError(f"config file not found: {path}")
+    if not path.is_file():
+        raise ConfigError(f"config file {path} is not a file (a directory?)")
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        raw = yaml.load(path.read_text(encoding="utf-8"), Loader=_StrictLoader)  # noqa: S506 - a SafeLoader
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f"{path}, line {mark.line + 1}, column {mark.column + 1}" if mark else str(path)
         raise ConfigError(f"config file {where}: not valid YAML ({getattr(err, 'problem', None) or err})") from err
     except UnicodeDecodeError as err:
         raise ConfigError(f"config file {path} is not UTF-8 text: {err}") from err
-    return validate_config(raw or {}, schema)
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"config file {path}: the top level must be a mapping of keys, not a {type(raw).__name__}")
+    if "__use_yte__" in raw:
+        raise ConfigError(f"config file {path}: __use_yte__ makes Snakemake evaluate the file as a YTE template "
+                          "(Python code in a config); refused: write the values out")
+    return raw
+
+
+def load_config(path: str | Path, schema: dict[str, Any]) -> dict[str, Any]:
+    return validate_config(read_config_file(path), schema)
 
 
 def run_settings(exp: dict[str, Any], model: str) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -11,6 +11,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from assocmem.codehash import code_digest
 from assocmem.io import load_npy, read_json, write_csv, write_json, write_parquet
 from assocmem.runtime import set_threads
 
@@ -87,7 +88,9 @@ def train(params: dict[str, Any], store_dir: Path, run_dir: Path) -> str:
     from assocmem.train import build_job
 
     set_threads(params["threads"])
-    summary = build_job(params["train"], params["model"], params["seed"], store_dir, run_dir).run()
+    # the digest the rule's params carry: a checkpoint written by other code never resumes (issue 28)
+    code = code_digest("train")
+    summary = build_job(params["train"], params["model"], params["seed"], store_dir, run_dir, code=code).run()
     if not summary:  # a DDP rank other than 0
         return ""
     return (f"val CE {summary['final']['val_ce']:.3f} (best {summary['best_val_ce']:.3f} at step "

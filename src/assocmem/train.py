@@ -241,7 +241,7 @@ def load_checkpoint(path: Path, model: torch.nn.Module, optimizer: torch.optim.O
                     fingerprint: str) -> RunState | None:
     """The run state saved at ``path`` if it was written by this exact job (same fingerprint), else None.
 
-    A checkpoint of another configuration, data or seed, or an unreadable one, is logged and removed: the run
+    A checkpoint of another configuration, data, seed or code, or an unreadable one, is logged and removed: the run
     starts fresh instead of silently continuing a different model."""
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
@@ -250,8 +250,8 @@ def load_checkpoint(path: Path, model: torch.nn.Module, optimizer: torch.optim.O
         path.unlink()
         return None
     if payload.get("fingerprint") != fingerprint:
-        log.warning("checkpoint %s was written for another configuration, data or seed (fingerprint %s, this job "
-                    "%s); starting this run from scratch", path, str(payload.get("fingerprint"))[:12],
+        log.warning("checkpoint %s was written for another configuration, data, seed or code (fingerprint %s, "
+                    "this job %s); starting this run from scratch", path, str(payload.get("fingerprint"))[:12],
                     fingerprint[:12])
         path.unlink()
         return None
@@ -461,8 +461,10 @@ def model_context(store: TokenStore, train_cfg: dict[str, Any]) -> int:
 
 
 def build_job(train_cfg: dict[str, Any], model_spec: dict[str, Any], seed: int, store_dir: Path,
-              run_dir: Path) -> TrainJob:
-    """The training job of one model on one subset view; batching follows the store (sequences or windows)."""
+              run_dir: Path, code: str = "") -> TrainJob:
+    """The training job of one model on one subset view; batching follows the store (sequences or windows).
+
+    ``code`` is the digest of the code that trains (``assocmem.codehash``): a checkpoint resumes only under it."""
     settings = TrainSettings.from_config(train_cfg)
     train = TokenStore(store_dir, "train")
     val = TokenStore(store_dir, train.roles["validation"])
@@ -484,13 +486,13 @@ def build_job(train_cfg: dict[str, Any], model_spec: dict[str, Any], seed: int, 
         batches = WindowBatches(train, batch, block, seed)
         tokens_per_sequence = float(block)
     subset = {"n_tokens": train.n_tokens, "n_docs": train.n_docs, **train.meta.get("subset", {})}
-    fingerprint = job_fingerprint(model_config, settings, seed, data_fingerprint(train))
+    fingerprint = job_fingerprint(model_config, settings, seed, data_fingerprint(train), code)
     return TrainJob(run_dir=run_dir, model_config=model_config, settings=settings, train_batches=batches,
                     eval_sets=eval_sets, seed=seed, tokens_per_sequence=tokens_per_sequence,
                     summary_extra={"subset": subset, "loss_tokens": train.loss_tokens}, fingerprint=fingerprint)
 
 
-def job_fingerprint(model_config: ModelConfig, settings: TrainSettings, seed: int, data: str) -> str:
-    """sha256 of everything that determines a run's weights: model, training settings, seed and data."""
-    spec = {"model": model_config.to_dict(), "train": asdict(settings), "seed": seed, "data": data}
+def job_fingerprint(model_config: ModelConfig, settings: TrainSettings, seed: int, data: str, code: str = "") -> str:
+    """sha256 of everything that determines a run's weights: model, training settings, seed, data and code."""
+    spec = {"model": model_config.to_dict(), "train": asdict(settings), "seed": seed, "data": data, "code": code}
     return hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()

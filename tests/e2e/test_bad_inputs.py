@@ -53,6 +53,7 @@ CONFIG_CASES: list[tuple[str, Callable[[dict], None], str]] = [
     ("micro batch does not divide", lambda c: qf(c)["train"].update(micro_batch_size=5),
      "experiments.qf.train.micro_batch_size"),
     ("bad device", lambda c: qf(c)["train"].update(device="tpu"), "experiments.qf.train.device"),
+    ("seed beyond 2^32", lambda c: c.update(seed=2**70), "seed: 1180591620717411303424 is greater than the maximum"),
 ]
 
 
@@ -98,6 +99,57 @@ def test_yaml_syntax_error_names_file_and_line(tmp_path):
     bad.write_text("seed: 1\nexperiments:\n  qf: {dataset: {name: question_formation}\n")
     result = assocmem_run(tmp_path, bad)
     assert result.returncode == 2 and f"config file {bad}, line 4, column 1: not valid YAML" in result.stderr
+
+
+def _test_yaml_text() -> str:
+    return (ROOT / "config" / "test.yaml").read_text()
+
+
+# Files Snakemake would load without complaint (keeping the last duplicate, evaluating a template): the workflow and
+# `assocmem run` refuse them before any job, naming the file and, for a duplicate, its line.
+STRICT_YAML_CASES = [
+    ("duplicate key", lambda text: text + "seed: 99\n", "duplicate key 'seed'"),
+    ("YTE template", lambda text: "__use_yte__: true\n" + text, "__use_yte__ makes Snakemake evaluate the file"),
+]
+
+
+@pytest.mark.parametrize(("edit", "expected"), [case[1:] for case in STRICT_YAML_CASES],
+                         ids=[case[0] for case in STRICT_YAML_CASES])
+def test_config_files_are_read_strictly_by_the_workflow_and_by_assocmem_run(tmp_path, edit, expected):
+    path = tmp_path / "bad.yaml"
+    path.write_text(edit(_test_yaml_text()))
+    for result in (snakemake(tmp_path, "-n", config=path, check=False, timeout=120), assocmem_run(tmp_path, path)):
+        output = result.stdout + result.stderr
+        assert result.returncode != 0 and expected in output and f"config file {path}" in output
+    assert not (tmp_path / "results").exists()
+
+
+@pytest.mark.parametrize(("content", "expected"),
+                         [("- 1\n- 2\n", "the top level must be a mapping of keys, not a list"),
+                          (None, "is not a file (a directory?)")], ids=["a list", "a directory"])
+def test_a_config_that_is_no_mapping_is_named(tmp_path, content, expected):
+    path = tmp_path / "bad.yaml"
+    if content is None:
+        path.mkdir()
+    else:
+        path.write_text(content)
+    result = assocmem_run(tmp_path, path)
+    assert result.returncode == 2 and result.stderr.strip() == f"assocmem run: error: config file {path}" \
+        f"{': ' if content else ' '}{expected}"
+
+
+@pytest.mark.parametrize("results_dir", ["r;touch PWNED;x", "r$(touch PWNED)", "with space's \"quotes\" ü"],
+                         ids=["semicolon", "command substitution", "space, quotes, unicode"])
+def test_results_dir_reaches_the_shell_as_a_path_never_as_a_command(tmp_path, results_dir):
+    """Issue 28: every path reaches the shell quoted, so a results_dir with shell syntax is just a directory name."""
+    config = base_config()
+    config["results_dir"] = results_dir
+    path = tmp_path / "odd.yaml"
+    path.write_text(yaml.safe_dump(config, allow_unicode=True))
+    snakemake(tmp_path, "--cores", "1", str(Path(results_dir) / "qf" / "data" / "subsets" / "pct10" / "meta.json"),
+              config=path, timeout=300)
+    assert not list(tmp_path.rglob("PWNED")) and not (ROOT / "PWNED").exists()
+    assert (tmp_path / results_dir / "qf" / "data" / "tokens" / "meta.json").is_file()
 
 
 def test_missing_configfile_is_one_line(tmp_path):

@@ -29,11 +29,12 @@ def test_two_runs_are_byte_identical(tiny_run, tmp_path):
     assert differing == [], differing
 
 
-def run_until(workdir: Path, trigger: str, *args: str, config: Path | None = None, timeout: float = 300) -> bool:
+def run_until(workdir: Path, trigger: str, *args: str, config: Path | None = None, timeout: float = 300,
+              snakefile: Path | None = None) -> bool:
     """Start snakemake and SIGKILL it, jobs included, as soon as ``workdir/trigger`` exists.
 
     Returns whether it was killed (False: the run ended before the trigger appeared)."""
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(workdir),
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(snakefile or ROOT / "Snakefile"), "--directory", str(workdir),
            "--configfile", str(config or ROOT / "config" / "test.yaml"), "--cores", "2", *args]
     process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.monotonic() + timeout
@@ -49,10 +50,10 @@ def run_until(workdir: Path, trigger: str, *args: str, config: Path | None = Non
     return False
 
 
-def recover(workdir: Path, *args: str, config: Path | None = None) -> None:
+def recover(workdir: Path, *args: str, config: Path | None = None, snakefile: Path | None = None) -> None:
     """The recovery README.md documents after a hard kill: unlock, then rerun the same command."""
-    snakemake(workdir, "--unlock", config=config)
-    snakemake(workdir, "--cores", "2", *args, config=config)
+    snakemake(workdir, "--unlock", config=config, snakefile=snakefile)
+    snakemake(workdir, "--cores", "2", *args, config=config, snakefile=snakefile)
 
 
 KILL_POINTS = (
@@ -114,13 +115,36 @@ def dry_run(repo: Path, workdir: Path) -> set[str]:
     return planned_rules(result)
 
 
-def test_changed_code_reruns_its_jobs_and_their_dependants(tiny_copy, tmp_path):
-    repo = tmp_path / "repo"
+def copy_of_the_workflow(repo: Path) -> Path:
+    """A copy of this checkout's workflow and package at ``repo``, to edit; its Snakefile runs its own src."""
     repo.mkdir()
     for name in ("Snakefile", "workflow", "config", "src"):
         copy = shutil.copytree if (ROOT / name).is_dir() else shutil.copy2
         copy(ROOT / name, repo / name, **({"ignore": shutil.ignore_patterns("__pycache__")}
                                            if (ROOT / name).is_dir() else {}))
+    return repo
+
+
+def test_changed_code_never_resumes_an_old_checkpoint(tmp_path):
+    """Kill training mid-run (its checkpoint stays on disk), change the trainer, rerun: the model equals a fresh
+    run of the new code, byte for byte, because a checkpoint resumes only under the code digest that wrote it.
+    The change (another initialisation seed) makes a resumed model differ from a fresh one."""
+    repo = copy_of_the_workflow(tmp_path / "repo")
+    snakefile, checkpoint = repo / "Snakefile", PCT100_MODEL.replace("model.pt", "checkpoint.pt")
+    assert run_until(tmp_path / "run", checkpoint, PCT100_MODEL, snakefile=snakefile)
+    trainer = repo / "src" / "assocmem" / "train.py"
+    old = "torch.manual_seed(self.seed)\n"
+    assert trainer.read_text().count(old) == 1
+    trainer.write_text(trainer.read_text().replace(old, "torch.manual_seed(self.seed + 1)\n"))
+    recover(tmp_path / "run", PCT100_MODEL, snakefile=snakefile)
+    snakemake(tmp_path / "fresh", "--cores", "2", PCT100_MODEL, snakefile=snakefile)
+    assert (tmp_path / "run" / PCT100_MODEL).read_bytes() == (tmp_path / "fresh" / PCT100_MODEL).read_bytes()
+    log = (tmp_path / "run" / "results" / "logs" / "qf" / "train_tiny_pct100.log").read_text()
+    assert "another configuration, data, seed or code" in log
+
+
+def test_changed_code_reruns_its_jobs_and_their_dependants(tiny_copy, tmp_path):
+    repo = copy_of_the_workflow(tmp_path / "repo")
     assert dry_run(repo, tiny_copy) == set()  # same code: nothing to do
     package = repo / "src" / "assocmem"
     for code in ("report/render.py", "model.py"):

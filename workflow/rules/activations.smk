@@ -31,8 +31,8 @@ rule activations:
         store_dir=parent_dir("in.subset"),
         out_dir=parent_dir("out.meta"),
     shell:
-        "python -m assocmem activations --threads {threads} --params {params.spec:q} --model {input.model}"
-        " --store-dir {params.store_dir} --out-dir {params.out_dir} > {log} 2>&1"
+        "python -m assocmem activations --threads {threads} --params {params.spec:q} --model {input.model:q}"
+        " --store-dir {params.store_dir:q} --out-dir {params.out_dir:q} > {log:q} 2>&1"
 
 
 rule pretrained_activations:
@@ -71,4 +71,4 @@ rule pretrained_activations:
         out_dir=parent_dir("out.meta"),
     shell:
         "python -m assocmem pretrained-activations --threads {threads} --params {params.spec:q}"
-        " --store-dir {params.store_dir} --out-dir {params.out_dir} > {log} 2>&1"
+        " --store-dir {params.store_dir:q} --out-dir {params.out_dir:q} > {log:q} 2>&1"

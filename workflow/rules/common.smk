@@ -1,5 +1,6 @@
 # Config validation and every input, param and path function the rules use; the rule files stay declarative.
 import json
+import shlex
 import sys
 
 # this checkout's package, whatever else is installed: the DAG, the code digests and the jobs use one source
@@ -13,6 +14,7 @@ from assocmem.config import (
     evaluation_sets,
     fresh_sequences,
     load_schema,
+    read_config_file,
     run_settings,
     validate_config,
 )
@@ -20,6 +22,12 @@ from assocmem.dataset_kinds import QUESTION_FORMATION, kind_of
 from snakemake.exceptions import WorkflowError
 
 try:
+    # every config file read again strictly: duplicate keys, a non-mapping top level and YTE templates are refused,
+    # naming the file (Snakemake's own loader keeps the last duplicate and has already evaluated a YTE template)
+    for _config_file in workflow.config_settings.configfiles or [
+        Path(workflow.basedir) / "config" / "config.yaml"
+    ]:
+        read_config_file(_config_file)
     _validated = validate_config(
         config,
         load_schema(
@@ -35,10 +43,21 @@ R = config["results_dir"]
 EXPS = config["experiments"]
 THREADS = config["threads_per_job"]
 PRETRAINED = layout.PRETRAINED_SUBSET
+
+
 # The package is run from this checkout, so rules work in any environment that has the dependencies
 # (the installed one, or workflow/envs/assocmem.yaml under --use-conda).
+# Paths reach the shell quoted (shlex.quote here, `:q` in the rules): a results_dir or checkout path with spaces,
+# quotes, `;` or `$( )` is a path, never a command.
+def _shell_path(path):
+    """A path for the shell prefix: shell-quoted, its braces escaped from Snakemake's formatting."""
+    return shlex.quote(str(path)).replace("{", "{{").replace("}", "}}")
+
+
+_SRC = _shell_path(Path(workflow.basedir) / "src")
+_INDUCTOR_CACHE = _shell_path(Path(R).resolve() / ".cache" / "torchinductor")
 shell.prefix(
-    f"export PYTHONPATH={Path(workflow.basedir) / 'src'}${{{{PYTHONPATH:+:$PYTHONPATH}}}}; "
+    f'export PYTHONPATH={_SRC}"${{{{PYTHONPATH:+:$PYTHONPATH}}}}"; '
     # fd 3 keeps the terminal (snakemake's stderr) after a rule sends stdout and stderr to its log file, so
     # every stage prints one line with its key number there when it finishes
     "exec 3>&2; export ASSOCMEM_STATUS_FD=3; "
@@ -47,7 +66,7 @@ shell.prefix(
     f"export GLIBC_TUNABLES=${{{{GLIBC_TUNABLES:-glibc.malloc.mmap_threshold=33554432:"
     f"glibc.malloc.trim_threshold=1073741824:glibc.malloc.mmap_max=0}}}}; "
     # torch.compile (train.compile) caches its kernels under the results directory
-    f"export TORCHINDUCTOR_CACHE_DIR=${{{{TORCHINDUCTOR_CACHE_DIR:-{Path(R).resolve() / '.cache' / 'torchinductor'}}}}}; "
+    f'if [ -z "${{{{TORCHINDUCTOR_CACHE_DIR:-}}}}" ]; then export TORCHINDUCTOR_CACHE_DIR={_INDUCTOR_CACHE}; fi; '
 )
 
 
@@ -283,7 +302,10 @@ def activation_model(w):
 
 
 def raw_dir_arg(w, input):
-    return f"--raw-dir {Path(input.raw[0]).parent}" if "raw" in input.keys() else ""
+    """The tokenize stage's optional `--raw-dir <dir>` argument, shell-quoted (the rule inserts it as it is)."""
+    if "raw" not in input.keys():
+        return ""
+    return f"--raw-dir {shlex.quote(str(Path(input.raw[0]).parent))}"
 
 
 def gpus_for(device):

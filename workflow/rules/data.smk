@@ -20,7 +20,7 @@ rule generate_data:
         spec=generate_params,
         out_dir=parent_dir("out.manifest"),
     shell:
-        "python -m assocmem generate-data --params {params.spec:q} --out-dir {params.out_dir} > {log} 2>&1"
+        "python -m assocmem generate-data --params {params.spec:q} --out-dir {params.out_dir:q} > {log:q} 2>&1"
 
 
 rule data_audit:
@@ -47,8 +47,8 @@ rule data_audit:
         spec=audit_params,
         raw_dir=parent_dir("in.manifest"),
     shell:
-        "python -m assocmem data-audit --params {params.spec:q} --raw-dir {params.raw_dir}"
-        " --floor {output.floor} --compare {output.compare} > {log} 2>&1"
+        "python -m assocmem data-audit --params {params.spec:q} --raw-dir {params.raw_dir:q}"
+        " --floor {output.floor:q} --compare {output.compare:q} > {log:q} 2>&1"
 
 
 rule generate_fresh:
@@ -71,4 +71,4 @@ rule generate_fresh:
         spec=fresh_params,
         out_dir=parent_dir("out.manifest"),
     shell:
-        "python -m assocmem generate-fresh --params {params.spec:q} --out-dir {params.out_dir} > {log} 2>&1"
+        "python -m assocmem generate-fresh --params {params.spec:q} --out-dir {params.out_dir:q} > {log:q} 2>&1"

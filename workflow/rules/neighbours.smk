@@ -28,5 +28,5 @@ rule neighbours:
         act_dir=parent_dir("in.meta"),
         out_dir=parent_dir("out.summary"),
     shell:
-        "python -m assocmem neighbours --threads {threads} --params {params.spec:q} --act-dir {params.act_dir}"
-        " --out-dir {params.out_dir} > {log} 2>&1"
+        "python -m assocmem neighbours --threads {threads} --params {params.spec:q} --act-dir {params.act_dir:q}"
+        " --out-dir {params.out_dir:q} > {log:q} 2>&1"

@@ -28,5 +28,5 @@ rule report:
         results_dir=lambda w, output: Path(output.html).parent.parent,
         out_dir=parent_dir("out.html"),
     shell:
-        "python -m assocmem report --params {params.spec:q} --results-dir {params.results_dir}"
-        " --out-dir {params.out_dir} > {log} 2>&1"
+        "python -m assocmem report --params {params.spec:q} --results-dir {params.results_dir:q}"
+        " --out-dir {params.out_dir:q} > {log:q} 2>&1"

@@ -20,5 +20,5 @@ rule subsets:
         store_dir=lambda w, input: Path(input[0]).parent,
         out_dir=lambda w, output: Path(output[0]).parent,
     shell:
-        "python -m assocmem subsets --params {params.spec:q} --store-dir {params.store_dir}"
-        " --out-dir {params.out_dir} > {log} 2>&1"
+        "python -m assocmem subsets --params {params.spec:q} --store-dir {params.store_dir:q}"
+        " --out-dir {params.out_dir:q} > {log:q} 2>&1"

@@ -22,5 +22,5 @@ rule tokenize:
         raw_dir=raw_dir_arg,
         out_dir=parent_dir("out.meta"),
     shell:
-        "python -m assocmem tokenize --threads {threads} --params {params.spec:q} --out-dir {params.out_dir}"
-        " {params.raw_dir} > {log} 2>&1"
+        "python -m assocmem tokenize --threads {threads} --params {params.spec:q} --out-dir {params.out_dir:q}"
+        " {params.raw_dir} > {log:q} 2>&1"

@@ -30,4 +30,4 @@ rule train:
         launcher=train_launcher,
     shell:
         "{params.launcher} -m assocmem train --threads {threads} --params {params.spec:q}"
-        " --store-dir {params.store_dir} --run-dir {params.run_dir} > {log} 2>&1"
+        " --store-dir {params.store_dir:q} --run-dir {params.run_dir:q} > {log:q} 2>&1"
