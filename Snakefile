@@ -36,7 +36,7 @@ include: "workflow/rules/report.smk"
 rule all:
     default_target: True
     input:
-        REPORT_FILES,
+        all_targets,
 
 
 onerror:

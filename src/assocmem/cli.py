@@ -9,6 +9,7 @@ import contextlib
 import json
 import logging
 import os
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -153,7 +154,24 @@ def run_snakemake(snakemake_args: list[str]) -> None:
     schema = load_schema(snakefile.parent / "workflow" / "schemas" / "config.schema.yaml")
     for path in config_files(args) or [snakefile.parent / "config" / "config.yaml"]:
         load_config(path, schema)
+    _clear_stale_lock(args)
     os.execvp(sys.executable, [sys.executable, "-m", "snakemake", *args])
+
+
+def _clear_stale_lock(snakemake_args: list[str]) -> None:
+    """After a killed run, unlock its directory so that no manual step is needed (``assocmem.runlock``)."""
+    from assocmem.runlock import stale_lock, work_directory
+
+    workdir = work_directory(snakemake_args)
+    if "--unlock" in snakemake_args or not stale_lock(workdir):
+        return
+    result = subprocess.run([sys.executable, "-m", "snakemake", *snakemake_args, "--unlock"], capture_output=True,
+                            text=True, check=False)
+    if result.returncode != 0:
+        raise AssocmemError(f"could not remove the lock a killed run left in {workdir}: "
+                            f"{(result.stdout + result.stderr).strip()[-2000:]}")
+    print(f"assocmem run: removed the lock a killed run left in {workdir} (no snakemake process works there)",
+          file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:

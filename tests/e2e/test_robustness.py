@@ -85,6 +85,39 @@ def test_killed_pipeline_recovers_to_the_same_bytes(tiny_run, tmp_path):
     assert corrupt == [] and differing == [] and final.keys() == reference.keys()
 
 
+def assocmem_run(workdir: Path, *args: str) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "assocmem", "run", "-s", str(ROOT / "Snakefile"), "--directory", str(workdir),
+           "--configfile", str(ROOT / "config" / "test.yaml"), *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+
+
+def test_after_a_kill_assocmem_run_needs_no_manual_unlock(tiny_run, tmp_path):
+    """Issue 28: a rerun after a hard kill proceeds with no `--unlock`, and ends byte-identical to a clean run."""
+    assert run_until(tmp_path, KILL_POINTS[1])
+    assert any((tmp_path / ".snakemake" / "locks").iterdir())
+    result = assocmem_run(tmp_path, "--cores", "2")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"removed the lock a killed run left in {tmp_path.resolve()}" in result.stderr
+    reference, final = science_checksums(tiny_run), science_checksums(tmp_path)
+    assert final == reference
+
+
+def test_a_live_run_keeps_its_lock(tmp_path):
+    """The lock is removed only when no Snakemake works in the directory: a second run beside a live one is refused
+    by Snakemake, and the live run finishes."""
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(tmp_path),
+           "--configfile", str(ROOT / "config" / "test.yaml"), "--cores", "1"]
+    live = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    locks = tmp_path / ".snakemake" / "locks"
+    deadline = time.monotonic() + 120
+    while not (locks.is_dir() and any(locks.iterdir())) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    second = assocmem_run(tmp_path, "--cores", "1")
+    assert live.wait(timeout=600) == 0
+    assert second.returncode != 0 and "removed the lock" not in second.stderr
+    assert "cannot be locked" in second.stdout + second.stderr
+
+
 @pytest.mark.parametrize("change", [{"train": {"lr": 1.0e-3}}, {"train": {"max_steps": 80}}, {"seed": 8}],
                          ids=["lr", "max_steps", "seed"])
 def test_a_changed_config_never_resumes_an_old_checkpoint(tmp_path, change):
@@ -141,6 +174,17 @@ def test_changed_code_never_resumes_an_old_checkpoint(tmp_path):
     assert (tmp_path / "run" / PCT100_MODEL).read_bytes() == (tmp_path / "fresh" / PCT100_MODEL).read_bytes()
     log = (tmp_path / "run" / "results" / "logs" / "qf" / "train_tiny_pct100.log").read_text()
     assert "another configuration, data, seed or code" in log
+
+
+def test_a_deleted_output_reruns_its_job_and_its_dependants(tiny_copy):
+    """Snakemake leaves a deleted intermediate alone while its consumers are up to date; every artifact is a
+    target of the default rule, so deleting one reruns its job (to the same bytes) and then its dependants."""
+    model = tiny_copy / "results" / "qf" / "train" / "tiny" / "pct10" / "model.pt"
+    before = model.read_bytes()
+    model.unlink()
+    assert dry_run(ROOT, tiny_copy) == {"train", "activations", "neighbours", "report"}
+    snakemake(tiny_copy, "--cores", "2")
+    assert model.read_bytes() == before and dry_run(ROOT, tiny_copy) == set()
 
 
 def test_changed_code_reruns_its_jobs_and_their_dependants(tiny_copy, tmp_path):

@@ -384,3 +384,10 @@ def report_inputs(w):
 
 
 REPORT_FILES = [at(name) for name in ("report_html", "report_md", "report_checks")]
+
+
+def all_targets(w):
+    """The default target: the report and every artifact behind it. Snakemake does not remake a deleted
+    intermediate file whose consumers are up to date, so each artifact is a target of its own: deleting one
+    reruns its job, and the newer file then reruns its dependants."""
+    return REPORT_FILES + report_inputs(w)

@@ -14,7 +14,7 @@ from assocmem.codehash import PACKAGE_DIR, module_closure, references
 # Each room may import only rooms of a lower level.
 LEVELS = (
     {"errors", "data", "layout"},
-    {"io", "runtime", "gemm", "codehash", "theory", "stats"},
+    {"io", "runtime", "gemm", "codehash", "theory", "stats", "runlock"},
     {"tokenstore", "model", "testing"},
     {"tokenwriter", "subsets"},
     {"qf", "corpus", "train", "activations", "knn", "sweep"},

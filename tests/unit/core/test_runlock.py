@@ -1,0 +1,36 @@
+"""assocmem.runlock: a killed run's lock is stale, a live run's is not."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from assocmem import runlock
+
+
+def test_the_work_directory_is_snakemakes(tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert runlock.work_directory(["--cores", "2"]) == tmp_path.resolve()
+    assert runlock.work_directory(["--directory", "sub"]) == (tmp_path / "sub").resolve()
+    assert runlock.work_directory(["-d", "/x/y"]) == Path("/x/y")
+    assert runlock.work_directory(["--directory=/x/z", "--cores", "1"]) == Path("/x/z")
+
+
+@pytest.mark.skipif(not runlock.PROC.is_dir(), reason="needs /proc (Linux)")
+def test_a_lock_is_stale_only_when_no_snakemake_works_in_the_directory(tmp_path) -> None:
+    assert not runlock.stale_lock(tmp_path)  # no lock at all
+    (tmp_path / ".snakemake" / "locks").mkdir(parents=True)
+    (tmp_path / ".snakemake" / "locks" / "0.input.lock").write_text("x")
+    assert runlock.stale_lock(tmp_path)
+    # a stand-in for a live run: its argv names snakemake and its working directory is the locked one
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "snakemake"], cwd=tmp_path)
+    try:
+        assert runlock.live_runs(tmp_path.resolve(), exclude=set()) == [live.pid]
+        assert not runlock.stale_lock(tmp_path)
+    finally:
+        live.kill()
+        live.wait()
+    assert runlock.stale_lock(tmp_path)
