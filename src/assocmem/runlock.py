@@ -11,6 +11,7 @@ elsewhere nothing is removed.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -63,9 +64,17 @@ def live_runs(workdir: Path, exclude: set[int]) -> list[int]:
     return found
 
 
-def stale_lock(workdir: Path) -> bool:
-    """Whether ``workdir`` holds a Snakemake lock that no live process can own (a killed run's)."""
+def stale_lock(workdir: Path, looks: int = 5, interval: float = 0.5) -> bool:
+    """Whether ``workdir`` holds a Snakemake lock that no live process can own (a killed run's).
+
+    A run killed a moment ago may still have jobs on their way out, so this looks up to ``looks`` times,
+    ``interval`` seconds apart: a live run is there every time, a killed one soon is not."""
     workdir = workdir.resolve()
     if not PROC.is_dir() or not has_locks(workdir):
         return False
-    return not live_runs(workdir, exclude={os.getpid(), os.getppid()})
+    for look in range(looks):
+        if not live_runs(workdir, exclude={os.getpid(), os.getppid()}):
+            return True
+        if look + 1 < looks:
+            time.sleep(interval)
+    return False

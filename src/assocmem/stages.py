@@ -50,7 +50,8 @@ def evaluate(params: dict[str, Any], model: Path, store_dir: Path, out_dir: Path
     from assocmem.train import load_model
 
     set_threads(params["threads"])
-    sets = evaluate_files(load_model(model), store_dir, {name: Path(path) for name, path in params["files"].items()})
+    files = {name: Path(path) for name, path in params["files"].items()}
+    sets = evaluate_files(load_model(model, expect=params["expect"]), store_dir, files)
     write_json(out_dir / "eval.json", {"checkpoint": model.name, "sets": sets})
     return "; ".join(f"{name}: CE {result['ce']:.4f} +- {result['se']:.4f} over {result['rows']} sequences"
                      for name, result in sets.items())
@@ -90,7 +91,8 @@ def train(params: dict[str, Any], store_dir: Path, run_dir: Path) -> str:
     set_threads(params["threads"])
     # the digest the rule's params carry: a checkpoint written by other code never resumes (issue 28)
     code = code_digest("train")
-    summary = build_job(params["train"], params["model"], params["seed"], store_dir, run_dir, code=code).run()
+    summary = build_job(params["train"], params["model"], params["seed"], store_dir, run_dir, code=code,
+                        job=params["job"]).run()
     if not summary:  # a DDP rank other than 0
         return ""
     return (f"val CE {summary['final']['val_ce']:.3f} (best {summary['best_val_ce']:.3f} at step "
@@ -105,7 +107,7 @@ def activations(params: dict[str, Any], model_path: Path, store_dir: Path, out_d
     set_threads(params["threads"])
     acts = params["activations"]
     device = resolve_device(acts["device"], key="activations.device")
-    dump_decoder_activations(load_model(model_path, device), store_dir, out_dir,
+    dump_decoder_activations(load_model(model_path, device, expect=params["expect"]), store_dir, out_dir,
                              heldout_split=acts["heldout_split"], n_chunks=acts["n_chunks"],
                              chunk_len=acts["chunk_len"], layers=acts["layers"], batch_size=acts["batch_size"],
                              seed=params["seed"], label=params.get("label", ""), radius_chunks=acts["radius_chunks"],

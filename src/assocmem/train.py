@@ -33,8 +33,9 @@ from tqdm import tqdm
 
 from assocmem.errors import AssocmemError
 from assocmem.gemm import measure_peak_flops, resolve_gemm
-from assocmem.io import load_torch, rebuild_hint, save_torch, write_csv, write_json, write_parquet
+from assocmem.io import load_torch, rebuild_hint, save_torch, write_bytes, write_csv, write_json, write_parquet
 from assocmem.model import DecoderLM, ModelConfig, flops_per_token
+from assocmem.provenance import check_provenance, stamp
 from assocmem.runtime import resolve_device
 from assocmem.tokenstore import TokenStore, data_fingerprint
 
@@ -289,6 +290,7 @@ class TrainJob:
     tokens_per_sequence: float
     summary_extra: dict[str, Any] = field(default_factory=dict)
     fingerprint: str = ""  # of everything that determines the weights; a checkpoint resumes only on a match
+    job: str = ""  # "<exp>/<model>/<subset>": written into model.pt and best.pt, checked by their readers
 
     def _autocast(self, device: torch.device) -> Callable[[], Any]:
         if self.settings.precision == "bf16" and device.type == "cuda":
@@ -376,9 +378,9 @@ class TrainJob:
                 on_step(state.step)
         progress.close()
         summary = self._finish(model, state, n_params, peak, device, gemm) if is_main else {}
-        if is_main:  # model.pt holds the result; the checkpoint only served a crash
-            ckpt_path.unlink(missing_ok=True)
-            (self.run_dir / "metrics.inprogress.csv").unlink(missing_ok=True)
+        if is_main:  # the outputs hold the result; these only served a crash (one in _finish included)
+            for leftover in (ckpt_path.name, "metrics.inprogress.csv", BEST_IN_PROGRESS):
+                (self.run_dir / leftover).unlink(missing_ok=True)
         finish_distributed()
         return summary
 
@@ -402,12 +404,12 @@ class TrainJob:
         """The weights and config as :func:`load_model` reads them (``model.pt``: final; ``best.pt``: the weights
         at the lowest validation CE so far)."""
         save_torch(self.run_dir / name, {"model": model.state_dict(), "config": self.model_config.to_dict(),
-                                         "step": step})
+                                         "step": step, "provenance": stamp(self.job, self.fingerprint, model)})
 
     def _finish(self, model: DecoderLM, state: RunState, n_params: int, peak: float, device,
                 gemm: str) -> dict[str, Any]:
         self._save_model(model, "model.pt", step=state.step)
-        os.replace(self.run_dir / BEST_IN_PROGRESS, self.run_dir / "best.pt")
+        write_bytes(self.run_dir / "best.pt", (self.run_dir / BEST_IN_PROGRESS).read_bytes())  # kept until the end
         metrics = pd.DataFrame(state.metrics)
         write_csv(self.run_dir / "metrics.csv", metrics)
         timing = pd.DataFrame(state.timing)
@@ -442,14 +444,15 @@ def eval_rows(model_path: Path, batches: list[Batch]) -> pd.DataFrame:
     return pd.DataFrame({"row": np.arange(len(tokens), dtype=np.int64), "nll": nll_sums, "tokens": tokens})
 
 
-def load_model(path: Path, device: str | torch.device = "cpu") -> DecoderLM:
+def load_model(path: Path, device: str | torch.device = "cpu", expect: dict[str, Any] | None = None) -> DecoderLM:
+    """The model saved at ``path``, its provenance checked (against ``expect``, if given: assocmem.provenance)."""
     payload = load_torch(path, what="model")
+    check_provenance(path, payload, expect)
     try:
         model = DecoderLM(ModelConfig(**payload["config"]))
         model.load_state_dict(payload["model"])
     except (KeyError, TypeError, RuntimeError) as err:
-        raise AssocmemError(f"{path} is not a model saved by `assocmem train` ({err}); "
-                            f"{rebuild_hint(path)}") from err
+        raise AssocmemError(f"{path} is not a model saved by `assocmem train` ({err}); {rebuild_hint(path)}") from err
     return model.to(device).eval()
 
 
@@ -461,10 +464,9 @@ def model_context(store: TokenStore, train_cfg: dict[str, Any]) -> int:
 
 
 def build_job(train_cfg: dict[str, Any], model_spec: dict[str, Any], seed: int, store_dir: Path,
-              run_dir: Path, code: str = "") -> TrainJob:
+              run_dir: Path, code: str = "", job: str = "") -> TrainJob:
     """The training job of one model on one subset view; batching follows the store (sequences or windows).
-
-    ``code`` is the digest of the code that trains (``assocmem.codehash``): a checkpoint resumes only under it."""
+    A checkpoint resumes only under ``code``, the digest of the training code (``assocmem.codehash``)."""
     settings = TrainSettings.from_config(train_cfg)
     train = TokenStore(store_dir, "train")
     val = TokenStore(store_dir, train.roles["validation"])
@@ -488,7 +490,7 @@ def build_job(train_cfg: dict[str, Any], model_spec: dict[str, Any], seed: int, 
     subset = {"n_tokens": train.n_tokens, "n_docs": train.n_docs, **train.meta.get("subset", {})}
     fingerprint = job_fingerprint(model_config, settings, seed, data_fingerprint(train), code)
     return TrainJob(run_dir=run_dir, model_config=model_config, settings=settings, train_batches=batches,
-                    eval_sets=eval_sets, seed=seed, tokens_per_sequence=tokens_per_sequence,
+                    eval_sets=eval_sets, seed=seed, tokens_per_sequence=tokens_per_sequence, job=job,
                     summary_extra={"subset": subset, "loss_tokens": train.loss_tokens}, fingerprint=fingerprint)
 
 

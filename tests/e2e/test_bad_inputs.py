@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 from conftest import ROOT, snakemake
 
@@ -173,7 +174,26 @@ def flip_bytes(path: Path) -> None:
     path.write_bytes(bytes(data))
 
 
+def edit_model(path: Path, edit: Callable[[dict], None]) -> None:
+    """Rewrite a model file with ``edit`` applied to its payload (a foreign or stale model stand-in)."""
+    payload = torch.load(path, map_location="cpu", weights_only=True)
+    edit(payload)
+    save_torch(path, payload)
+
+
+def copy_from_pct10(path: Path) -> None:
+    path.write_bytes((path.parent.parent / "pct10" / path.name).read_bytes())
+
+
 ARTIFACT_CASES: list[tuple[str, str, Callable[[Path], None], tuple[str, ...], str]] = [
+    ("best.pt copied from another job", "results/qf/train/tiny/pct100/best.pt", copy_from_pct10, (),
+     "best.pt was written by training job 'qf/tiny/pct10', not by 'qf/tiny/pct100'"),
+    ("best.pt of another architecture", "results/qf/train/tiny/pct100/best.pt",
+     lambda p: edit_model(p, lambda m: m["config"].update(d_model=2 * m["config"]["d_model"])), (),
+     "best.pt is not the configured model qf/tiny/pct100: d_model = "),
+    ("best.pt of another run of the job", "results/qf/train/tiny/pct100/best.pt",
+     lambda p: edit_model(p, lambda m: m["provenance"].update(fingerprint="0" * 64)), (),
+     "best.pt does not come from the run recorded in results/qf/train/tiny/pct100/summary.json"),
     ("binary question.train", "results/qf/data/raw/question.train",
      lambda p: p.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256))), (), "question.train: not UTF-8 text"),
     ("truncated best.pt", "results/qf/train/tiny/pct100/best.pt", truncate, (),

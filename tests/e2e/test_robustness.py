@@ -93,10 +93,10 @@ def assocmem_run(workdir: Path, *args: str) -> subprocess.CompletedProcess:
 
 def test_after_a_kill_assocmem_run_needs_no_manual_unlock(tiny_run, tmp_path):
     """Issue 28: a rerun after a hard kill proceeds with no `--unlock`, and ends byte-identical to a clean run."""
-    assert run_until(tmp_path, KILL_POINTS[1])
+    assert run_until(tmp_path, KILL_POINTS[1]), "the run finished before the kill point"
     assert any((tmp_path / ".snakemake" / "locks").iterdir())
     result = assocmem_run(tmp_path, "--cores", "2")
-    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
     assert f"removed the lock a killed run left in {tmp_path.resolve()}" in result.stderr
     reference, final = science_checksums(tiny_run), science_checksums(tmp_path)
     assert final == reference

@@ -212,8 +212,22 @@ def evaluation_inputs(w):
     return evaluation_files(w.exp)
 
 
+def model_expectation(w):
+    """What a model file must have been written by: the training job of these wildcards, for the configured model."""
+    return {
+        "job": f"{w.exp}/{w.model}/{w.subset}",
+        "spec": run_settings(EXPS[w.exp], w.model)[0],
+    }
+
+
 def evaluation_params(w):
-    return as_json({"files": evaluation_files(w.exp), "seed": config["seed"]})
+    return as_json(
+        {
+            "files": evaluation_files(w.exp),
+            "seed": config["seed"],
+            "expect": model_expectation(w),
+        }
+    )
 
 
 def tokenize_params(w):
@@ -239,6 +253,7 @@ def train_params(w):
             "seed": layout.replicate_seed(
                 config["seed"], layout.parse_replicate(w.model)[1]
             ),
+            "job": f"{w.exp}/{w.model}/{w.subset}",
         }
     )
 
@@ -249,6 +264,7 @@ def activation_params(w):
             "activations": EXPS[w.exp]["activations"],
             "seed": config["seed"],
             "label": f"{w.model}/{w.subset}",
+            "expect": model_expectation(w),
         }
     )
 

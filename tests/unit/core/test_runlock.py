@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -28,8 +29,11 @@ def test_a_lock_is_stale_only_when_no_snakemake_works_in_the_directory(tmp_path)
     # a stand-in for a live run: its argv names snakemake and its working directory is the locked one
     live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "snakemake"], cwd=tmp_path)
     try:
+        deadline = time.monotonic() + 10  # until the child has exec'ed (its argv and cwd are visible)
+        while runlock.live_runs(tmp_path.resolve(), exclude=set()) != [live.pid] and time.monotonic() < deadline:
+            time.sleep(0.01)
         assert runlock.live_runs(tmp_path.resolve(), exclude=set()) == [live.pid]
-        assert not runlock.stale_lock(tmp_path)
+        assert not runlock.stale_lock(tmp_path, looks=2, interval=0.01)
     finally:
         live.kill()
         live.wait()

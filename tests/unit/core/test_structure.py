@@ -15,7 +15,7 @@ from assocmem.codehash import PACKAGE_DIR, module_closure, references
 LEVELS = (
     {"errors", "data", "layout"},
     {"io", "runtime", "gemm", "codehash", "theory", "stats", "runlock"},
-    {"tokenstore", "model", "testing"},
+    {"tokenstore", "model", "testing", "provenance"},
     {"tokenwriter", "subsets"},
     {"qf", "corpus", "train", "activations", "knn", "sweep"},
     {"evaluation"},
