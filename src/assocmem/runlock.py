@@ -48,7 +48,7 @@ def _processes() -> Iterator[tuple[int, list[str], Path | None]]:
 
 def _runs_workflow(argv: list[str]) -> bool:
     names = {Path(arg).name for arg in argv}
-    return "snakemake" in names or ("-m" in argv and "assocmem" in argv and "run" not in argv)
+    return "snakemake" in names or ("-m" in argv and "assocmem" in argv)
 
 
 def live_runs(workdir: Path, exclude: set[int]) -> list[int]:

@@ -45,17 +45,17 @@ THREADS = config["threads_per_job"]
 PRETRAINED = layout.PRETRAINED_SUBSET
 
 
-# The package is run from this checkout, so rules work in any environment that has the dependencies
-# (the installed one, or workflow/envs/assocmem.yaml under --use-conda).
-# Paths reach the shell quoted (shlex.quote here, `:q` in the rules): a results_dir or checkout path with spaces,
-# quotes, `;` or `$( )` is a path, never a command.
 def _shell_path(path):
     """A path for the shell prefix: shell-quoted, its braces escaped from Snakemake's formatting."""
     return shlex.quote(str(path)).replace("{", "{{").replace("}", "}}")
 
 
+# Paths reach the shell quoted (shlex.quote here, `:q` in the rules): a results_dir or checkout path with spaces,
+# quotes, `;` or `$( )` is a path, never a command.
 _SRC = _shell_path(Path(workflow.basedir) / "src")
 _INDUCTOR_CACHE = _shell_path(Path(R).resolve() / ".cache" / "torchinductor")
+# The package is run from this checkout, so rules work in any environment that has the dependencies
+# (the installed one, or workflow/envs/assocmem.yaml under --use-conda).
 shell.prefix(
     f'export PYTHONPATH={_SRC}"${{{{PYTHONPATH:+:$PYTHONPATH}}}}"; '
     # fd 3 keeps the terminal (snakemake's stderr) after a rule sends stdout and stderr to its log file, so
@@ -212,10 +212,15 @@ def evaluation_inputs(w):
     return evaluation_files(w.exp)
 
 
+def train_job(w):
+    """The name of the training job of these wildcards, as model files record it (assocmem.provenance)."""
+    return f"{w.exp}/{w.model}/{w.subset}"
+
+
 def model_expectation(w):
     """What a model file must have been written by: the training job of these wildcards, for the configured model."""
     return {
-        "job": f"{w.exp}/{w.model}/{w.subset}",
+        "job": train_job(w),
         "spec": run_settings(EXPS[w.exp], w.model)[0],
     }
 
@@ -253,7 +258,7 @@ def train_params(w):
             "seed": layout.replicate_seed(
                 config["seed"], layout.parse_replicate(w.model)[1]
             ),
-            "job": f"{w.exp}/{w.model}/{w.subset}",
+            "job": train_job(w),
         }
     )
 
