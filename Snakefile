@@ -39,7 +39,18 @@ rule all:
         all_targets,
 
 
+# A run holds its results_dir from start to end (assocmem.runlock); a dry run and the jobs claim nothing
+# (Snakemake calls these handlers only in the main process of a real run).
+onstart:
+    runlock.claim(R, workflow.basedir)
+
+
+onsuccess:
+    runlock.release(R)
+
+
 onerror:
+    runlock.release(R)
     print(
         "\nassocmem: a job failed. Its log is printed above (or under results/logs/); the error names the file or "
         "config key at fault.\nFix that, then rerun the same command: finished outputs are kept and half-written "

@@ -16,7 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from assocmem import stages
+from assocmem import stages, stamps
+from assocmem.codehash import code_digest
 from assocmem.errors import AssocmemError
 
 log = logging.getLogger("assocmem")
@@ -58,6 +59,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--date", required=True)
     p.add_argument("--command", required=True, help="the command that was timed")
     p.add_argument("--out", type=Path, required=True)
+    p = sub.add_parser("verify", help="check that every finished job's outputs are the files it wrote (its "
+                                      "provenance stamp: sha256, settings, code)")
+    p.add_argument("results_dir", type=Path, nargs="?", default=Path("results"))
     p = sub.add_parser("run", help="check config files (file and line on errors), then run snakemake with the "
                                    "same arguments, e.g. `python -m assocmem run --cores all --configfile X`")
     p.add_argument("snakemake_args", nargs=argparse.REMAINDER)
@@ -67,16 +71,24 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--threads", type=int, default=1, help="CPU threads for torch/faiss (Snakemake's {threads})")
         for arg in paths:
             p.add_argument(f"--{arg.rstrip('?')}", type=Path, required=not arg.endswith("?"))
+        add_provenance_args(p)
     return parser
 
 
-def parse_params(text: str) -> dict[str, Any]:
+def add_provenance_args(parser: argparse.ArgumentParser) -> None:
+    """The job's provenance (assocmem.stamps): the stamps it reads, checked first, and the one it writes last."""
+    parser.add_argument("--upstream", help="JSON: upstream stamp -> what it must record (checked before the stage)")
+    parser.add_argument("--stamp", type=Path, help="where to write this job's stamp when the stage succeeds")
+    parser.add_argument("--outputs", type=Path, nargs="*", default=[], help="the job's output files, for its stamp")
+
+
+def parse_params(text: str, option: str = "--params") -> dict[str, Any]:
     try:
         params = json.loads(text)
     except json.JSONDecodeError as err:
-        raise AssocmemError(f"--params is not valid JSON: {err}") from err
+        raise AssocmemError(f"{option} is not valid JSON: {err}") from err
     if not isinstance(params, dict):
-        raise AssocmemError("--params must be a JSON object")
+        raise AssocmemError(f"{option} must be a JSON object")
     return params
 
 
@@ -88,8 +100,13 @@ PER_RUN_DIR = {"train": "run_dir", "activations": "out_dir", "pretrained_activat
 def run_stage(args: argparse.Namespace) -> str:
     """Run one stage; return its one-line result (the key number), named after the job."""
     func, paths, _ = STAGES[args.stage]
-    params = {**parse_params(args.params), "threads": args.threads}
-    result = func(params, *(getattr(args, arg.rstrip("?").replace("-", "_")) for arg in paths))
+    settings = parse_params(args.params)
+    upstream = parse_params(args.upstream, "--upstream") if args.upstream else {}
+    stamps.verify_all(upstream)
+    result = func({**settings, "threads": args.threads}, *(getattr(args, arg.rstrip("?").replace("-", "_"))
+                                                           for arg in paths))
+    if args.stamp is not None and stamps.is_rank_zero():
+        stamps.write_stamp(args.stamp, func.__name__, settings, code_digest(func.__name__), args.outputs, upstream)
     run_dir = PER_RUN_DIR.get(func.__name__)
     job = args.stage if run_dir is None else f"{args.stage} {'/'.join(getattr(args, run_dir).parts[-2:])}"
     return f"{job}: {result}" if result else job
@@ -152,10 +169,42 @@ def run_snakemake(snakemake_args: list[str]) -> None:
         args = ["-s", str(Path("Snakefile").resolve()), *args]
     snakefile = Path(args[args.index("-s" if "-s" in args else "--snakefile") + 1])
     schema = load_schema(snakefile.parent / "workflow" / "schemas" / "config.schema.yaml")
-    for path in config_files(args) or [snakefile.parent / "config" / "config.yaml"]:
-        load_config(path, schema)
+    files = config_files(args) or [snakefile.parent / "config" / "config.yaml"]
+    configs = [load_config(path, schema) for path in files]
+    _refuse_changed_outputs(results_directory(args, configs))
     _clear_stale_lock(args)
     os.execvp(sys.executable, [sys.executable, "-m", "snakemake", *args])
+
+
+def results_directory(snakemake_args: list[str], configs: list[dict[str, Any]]) -> Path:
+    """The run's results directory: the last config's ``results_dir`` (or a ``--config results_dir=...``
+    override), under the directory snakemake works in."""
+    from assocmem.runlock import work_directory
+
+    results = next((config["results_dir"] for config in reversed(configs) if "results_dir" in config), "results")
+    for arg in snakemake_args:
+        if arg.startswith("results_dir="):
+            results = arg.split("=", 1)[1]
+    return work_directory(snakemake_args) / results
+
+
+def _refuse_changed_outputs(results_dir: Path) -> None:
+    """Refuse to start while a finished job's output is not the file the job wrote (swapped, copied, edited or
+    cut: Snakemake would keep it, since its time did not move, or rebuild only its dependants from it)."""
+    problems = stamps.scan(results_dir)
+    if problems:
+        shown = "\n  ".join(problems[:20]) + (f"\n  ... and {len(problems) - 20} more" if len(problems) > 20 else "")
+        raise AssocmemError(f"{len(problems)} output(s) under {results_dir} are not what their jobs wrote "
+                            f"(`python -m assocmem verify {results_dir}` lists them):\n  {shown}")
+
+
+def _verify(results_dir: Path) -> int:
+    problems = stamps.scan(results_dir)
+    for problem in problems:
+        print(problem)
+    count = sum(1 for _ in stamps.find_stamps(results_dir))
+    print(f"assocmem verify: {count} job(s) under {results_dir}, {len(problems)} problem(s)", file=sys.stderr)
+    return 1 if problems else 0
 
 
 def _clear_stale_lock(snakemake_args: list[str]) -> None:
@@ -186,6 +235,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.stage == "validate-config":
             _print_config(args.config, args.schema)
             return 0
+        if args.stage == "verify":
+            return _verify(args.results_dir)
         if args.stage == "run":
             run_snakemake(argv[1:])
         if args.stage == "record-results":

@@ -83,13 +83,16 @@ def module_closure(roots: Iterable[str], root: Path = PACKAGE_DIR) -> dict[str, 
 
 
 def _package_data(package_init: Path) -> list[Path]:
-    """Non-Python files of a package directory, not descending into subpackages or caches."""
+    """Non-Python files of a package directory, not descending into subpackages or caches; hidden files (an
+    editor's or an atomic write's temporary file) are not package data."""
     files = []
     for path in sorted(package_init.parent.rglob("*")):
         inside = path.relative_to(package_init.parent).parts[:-1]
         nested = any((package_init.parent.joinpath(*inside[:i + 1]) / "__init__.py").is_file()
                      for i in range(len(inside)))
-        if path.is_file() and path.suffix not in (".py", ".pyc") and "__pycache__" not in path.parts and not nested:
+        hidden = path.name.startswith(".")
+        if path.is_file() and path.suffix not in (".py", ".pyc") and "__pycache__" not in path.parts and not (
+                nested or hidden):
             files.append(path)
     return files
 

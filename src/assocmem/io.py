@@ -84,10 +84,31 @@ def read_json(path: str | os.PathLike[str]) -> Any:
         raise AssocmemError(f"corrupt JSON in {path}: {err}; {rebuild_hint(path)}") from err
 
 
+FINITE_CHECK_BYTES = 64 << 20  # the slice of an array checked at a time, so a memory map is never copied whole
+
+
+def count_nonfinite(array: np.ndarray, chunk_bytes: int = FINITE_CHECK_BYTES) -> int:
+    """How many values of ``array`` are NaN or inf (0 for a non-float dtype), counted over slices of about
+    ``chunk_bytes``: a memory-mapped array is read slice by slice, never copied whole."""
+    if not np.issubdtype(array.dtype, np.inexact) or array.size == 0:
+        return 0
+    flat = array.reshape(-1, order="A")  # a view of a C- or Fortran-ordered array (a memory map stays one)
+    step = max(1, chunk_bytes // array.itemsize)
+    return sum(int(np.count_nonzero(~np.isfinite(flat[start:start + step]))) for start in range(0, flat.size, step))
+
+
+def require_finite(array: np.ndarray, what: str, fix: str) -> None:
+    """Raise AssocmemError naming ``what`` and how many values are NaN or inf, and ``fix``, when any is."""
+    bad = count_nonfinite(array)
+    if bad:
+        raise AssocmemError(f"{what}: {bad} of {array.size} values are not finite (NaN or inf); {fix}")
+
+
 def load_npy(path: str | os.PathLike[str], *, shape: tuple[int | None, ...] | None = None,
-             dtype: str | None = None) -> np.ndarray:
+             dtype: str | None = None, finite: bool = True) -> np.ndarray:
     """Memory-map an ``.npy`` array, checking that the file holds what its header says (and the expected shape
-    and dtype, None entries matching anything)."""
+    and dtype, None entries matching anything) and, with ``finite``, that no value is NaN or inf (checked slice
+    by slice: :func:`count_nonfinite`)."""
     path = Path(path)
     if not path.exists():
         raise AssocmemError(f"missing file: {path}; {rebuild_hint(path)}")
@@ -101,16 +122,22 @@ def load_npy(path: str | os.PathLike[str], *, shape: tuple[int | None, ...] | No
     if wrong_shape or (dtype is not None and array.dtype != np.dtype(dtype)):
         raise AssocmemError(f"{path} holds {array.dtype} {array.shape}, expected {dtype or 'any dtype'} "
                             f"{shape}; {rebuild_hint(path)}")
+    if finite:
+        require_finite(array, str(path), f"a diverged model or a damaged file: {rebuild_hint(path)}")
     return array
 
 
 def read_table(path: str | os.PathLike[str], columns: Sequence[str] = ()) -> Any:
-    """A parquet or CSV artifact as a pandas DataFrame, with the listed columns present."""
+    """A parquet or CSV artifact as a pandas DataFrame, with the listed columns present (a CSV also whole: every
+    CSV the stages write ends with a line break, so one cut mid-row is refused)."""
     import pandas as pd
 
     path = Path(path)
     if not path.exists():
         raise AssocmemError(f"missing file: {path}; {rebuild_hint(path)}")
+    if path.suffix == ".csv" and not _ends_with_newline(path):
+        raise AssocmemError(f"{path} is cut mid-row (it does not end with a line break): damaged or cut; "
+                            f"{rebuild_hint(path)}")
     try:
         frame = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
     except Exception as err:  # noqa: BLE001 - pyarrow and pandas raise many types for a damaged file
@@ -119,6 +146,23 @@ def read_table(path: str | os.PathLike[str], columns: Sequence[str] = ()) -> Any
     if missing:
         raise AssocmemError(f"{path} lacks column(s) {missing}; {rebuild_hint(path)}")
     return frame
+
+
+def _ends_with_newline(path: Path) -> bool:
+    """True when ``path`` ends with a line break (or is empty, which the CSV reader itself refuses)."""
+    with open(path, "rb") as handle:
+        if handle.seek(0, os.SEEK_END) == 0:
+            return True
+        handle.seek(-1, os.SEEK_END)
+        return handle.read(1) == b"\n"
+
+
+def expect_rows(frame: Any, path: str | os.PathLike[str], expected: int, why: str) -> None:
+    """A table read back must hold the rows its producer wrote (``why``: what implies ``expected``); any other count
+    means a damaged or cut file, refused naming it."""
+    if len(frame) != expected:
+        raise AssocmemError(f"{path} has {len(frame)} rows, expected {expected} ({why}): damaged or cut; "
+                            f"{rebuild_hint(path)}")
 
 
 def save_torch(dest: str | os.PathLike[str], obj: Any) -> None:

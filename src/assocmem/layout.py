@@ -42,6 +42,17 @@ TEMPLATES: dict[str, str] = {
     "evaluation": "{exp}/eval/{model}/{subset}/eval.json",
     # a scaling sweep's analysis (sweep)
     "sweep_analysis": "{exp}/sweep/analysis.json",
+    # each job's provenance stamp (assocmem.stamps): what it wrote, from what, with which settings and code
+    "raw_stamp": "{exp}/data/raw/provenance.json",
+    "audit_stamp": "{exp}/data/audit.provenance.json",
+    "fresh_stamp": "{exp}/data/fresh/provenance.json",
+    "tokens_stamp": "{exp}/data/tokens/provenance.json",
+    "subset_stamp": "{exp}/data/subsets/{subset}/provenance.json",
+    "run_stamp": "{exp}/train/{model}/{subset}/provenance.json",
+    "acts_stamp": "{exp}/activations/{model}/{subset}/provenance.json",
+    "nn_stamp": "{exp}/neighbours/{model}/{subset}/provenance.json",
+    "eval_stamp": "{exp}/eval/{model}/{subset}/provenance.json",
+    "sweep_stamp": "{exp}/sweep/provenance.json",
     # report
     "report_html": "report/index.html",
     "report_md": "report/report.md",
@@ -66,10 +77,17 @@ PRODUCERS: dict[str, str] = {
     "nn_radius_meta": "neighbours",
     "report_html": "report", "report_md": "report", "report_checks": "report", "report_figures": "report",
 }
-RUN_ARTIFACTS = ("model", "best_model", "metrics", "summary", "eval_rows")
+# the stamp each rule writes beside its outputs (pretrained_activations shares activations' directory layout)
+STAMPS: dict[str, str] = {
+    "generate_data": "raw_stamp", "data_audit": "audit_stamp", "generate_fresh": "fresh_stamp",
+    "tokenize": "tokens_stamp", "subsets": "subset_stamp", "train": "run_stamp", "activations": "acts_stamp",
+    "pretrained_activations": "acts_stamp", "neighbours": "nn_stamp", "evaluate": "eval_stamp", "sweep": "sweep_stamp",
+}
+PRODUCERS.update({stamp: rule for rule, stamp in STAMPS.items() if rule != "pretrained_activations"})
+RUN_ARTIFACTS = ("model", "best_model", "metrics", "summary", "eval_rows", "run_stamp")
 ACTIVATION_ARTIFACTS = ("acts_train", "acts_heldout", "acts_train_index", "acts_heldout_index", "acts_meta",
-                        "acts_radius", "acts_radius_index")
-NEIGHBOUR_ARTIFACTS = ("nn_self", "nn_heldout", "nn_summary", "nn_radius", "nn_radius_meta")
+                        "acts_radius", "acts_radius_index", "acts_stamp")
+NEIGHBOUR_ARTIFACTS = ("nn_self", "nn_heldout", "nn_summary", "nn_radius", "nn_radius_meta", "nn_stamp")
 PRETRAINED_SUBSET = "pretrained"
 FINAL_NORM_LAYER = "final_ln"  # the name of the final norm's output among an activation dump's layers
 
@@ -90,24 +108,67 @@ def subset_name(fraction: float) -> str:
     return f"pct{int(pct)}" if float(pct).is_integer() else f"pct{pct:g}"
 
 
-def producer(file: str | Path) -> str | None:
-    """The rule that writes ``file`` (matched on the layout, wherever the results directory is), or None."""
+def match(file: str | Path) -> tuple[str, dict[str, str], Path] | None:
+    """The artifact ``file`` is (matched on the layout, wherever the results directory is): its name, its
+    wildcard fields and the results directory; None for a file outside the layout."""
     parts = Path(file).parts
     for name, template in TEMPLATES.items():
         tparts = Path(template).parts
-        if name in PRODUCERS and len(parts) >= len(tparts) and all(
-                _part_matches(t, p) for t, p in zip(tparts, parts[-len(tparts):], strict=True)):
-            return PRODUCERS[name]
+        if name not in PRODUCERS or len(parts) < len(tparts):
+            continue
+        fields: dict[str, str] = {}
+        if all(_match_part(t, p, fields) for t, p in zip(tparts, parts[-len(tparts):], strict=True)):
+            return name, fields, Path(*parts[:-len(tparts)]) if len(parts) > len(tparts) else Path()
+    return None
+
+
+def producer(file: str | Path) -> str | None:
+    """The rule that writes ``file`` (matched on the layout, wherever the results directory is), or None."""
+    found = match(file)
+    if found is not None:
+        return producer_rule(found[0], found[1])
+    parts = Path(file).parts
     if len(parts) >= 2 and parts[-2] == "tokens":  # shards and offsets of the token store
         return "tokenize"
     return None
 
 
-def _part_matches(template: str, part: str) -> bool:
+def producer_rule(name: str, fields: dict[str, str]) -> str:
+    """The rule that writes artifact ``name`` with these fields (a pretrained model's activations have their own)."""
+    if name in ACTIVATION_ARTIFACTS and fields.get("subset") == PRETRAINED_SUBSET:
+        return "pretrained_activations"
+    return PRODUCERS[name]
+
+
+def stamp_of(file: str | Path) -> tuple[str, Path] | None:
+    """The producing rule and the stamp of the job that wrote ``file``; None for a file no stamped job writes."""
+    found = match(file)
+    if found is None or PRODUCERS[found[0]] == "report":
+        return None
+    name, fields, results_dir = found
+    rule = producer_rule(name, fields)
+    return rule, results_dir / TEMPLATES[STAMPS[rule]].format(**fields)
+
+
+def job_id(rule: str, stamp: str | Path) -> str:
+    """A job's identity, as its stamp records it: the rule and its directory under the results directory, e.g.
+    ``activations qf/activations/L2/pct1``."""
+    found = match(stamp)
+    if found is None:
+        raise ValueError(f"{stamp} is not a stamp of the layout")
+    name, fields, _ = found
+    return f"{rule} {Path(TEMPLATES[name].format(**fields)).parent.as_posix()}"
+
+
+def _match_part(template: str, part: str, fields: dict[str, str]) -> bool:
     pattern = re.escape(template)
     for field in ("exp", "model", "subset", "split", "name"):
-        pattern = pattern.replace(re.escape("{" + field + "}"), "[^/]+")
-    return re.fullmatch(pattern, part) is not None
+        pattern = pattern.replace(re.escape("{" + field + "}"), f"(?P<{field}>[^/]+)")
+    found = re.fullmatch(pattern, part)
+    if found is None or any(fields.get(k, v) != v for k, v in found.groupdict().items()):
+        return False
+    fields.update(found.groupdict())
+    return True
 
 
 REPLICATE = ".s"

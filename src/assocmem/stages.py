@@ -111,7 +111,7 @@ def activations(params: dict[str, Any], model_path: Path, store_dir: Path, out_d
                              heldout_split=acts["heldout_split"], n_chunks=acts["n_chunks"],
                              chunk_len=acts["chunk_len"], layers=acts["layers"], batch_size=acts["batch_size"],
                              seed=params["seed"], label=params.get("label", ""), radius_chunks=acts["radius_chunks"],
-                             checkpoint=acts["checkpoint"])
+                             checkpoint=acts["checkpoint"], model_file=model_path)
     return _activation_shape(out_dir)
 
 

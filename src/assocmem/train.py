@@ -417,12 +417,12 @@ class TrainJob:
         write_json(self.run_dir / "timing.json", {"peak_flops_measured": peak, "device": str(device), "gemm": gemm,
                                                   "seconds": float(timing["seconds"].sum()) if len(timing) else 0.0,
                                                   "mean_mfu": float(timing["mfu"].mean()) if len(timing) else 0.0})
-        write_parquet(self.run_dir / "eval_rows.parquet", eval_rows(self.run_dir / "model.pt", self.eval_sets["val"]))
-        best = int(metrics["val_ce"].idxmin())
-        summary = {"n_params": n_params, "steps": state.step, "device": str(device), "gemm": gemm,
-                   "final": metrics.iloc[-1].to_dict(), "best_val_ce": float(metrics["val_ce"].iloc[best]),
+        rows, best = eval_rows(self.run_dir / "model.pt", self.eval_sets["val"]), int(metrics["val_ce"].idxmin())
+        write_parquet(self.run_dir / "eval_rows.parquet", rows)  # its row count goes into the summary for readers
+        summary = {"n_params": n_params, "steps": state.step, "best_val_ce": float(metrics["val_ce"].iloc[best]),
                    "best_step": int(metrics["step"].iloc[best]), "stopped_early": state.step < self.settings.max_steps,
-                   "model_config": self.model_config.to_dict(), "fingerprint": self.fingerprint, **self.summary_extra}
+                   "device": str(device), "model_config": self.model_config.to_dict(), "fingerprint": self.fingerprint,
+                   "gemm": gemm, "final": metrics.iloc[-1].to_dict(), "eval_rows": len(rows), **self.summary_extra}
         write_json(self.run_dir / "summary.json", summary)  # the one writer of summary.json (rank 0 only)
         return summary
 

@@ -4,18 +4,25 @@ the job that reads it, each with a message that names the key or the file (and, 
 from __future__ import annotations
 
 import errno
+import json
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pytest
 import torch
 import yaml
 from conftest import ROOT, snakemake
 
+from assocmem import stamps
+from assocmem.config import load_config, load_schema
 from assocmem.errors import AssocmemError
 from assocmem.io import atomic_path, save_torch
+from assocmem.report.build import build_report
 
 pytestmark = pytest.mark.e2e
 
@@ -55,6 +62,11 @@ CONFIG_CASES: list[tuple[str, Callable[[dict], None], str]] = [
      "experiments.qf.train.micro_batch_size"),
     ("bad device", lambda c: qf(c)["train"].update(device="tpu"), "experiments.qf.train.device"),
     ("seed beyond 2^32", lambda c: c.update(seed=2**70), "seed: 1180591620717411303424 is greater than the maximum"),
+    # names become paths and wildcards: shell syntax in one is refused before anything runs (issue 28)
+    ("model name with shell syntax", lambda c: qf(c)["models"].update({"x;touch PWNED": qf(c)["models"].pop("tiny")}),
+     "experiments.qf.models: 'x;touch PWNED' does not match '^[A-Za-z0-9_]+$'"),
+    ("experiment name with $( )", lambda c: c["experiments"].update({"q$(touch PWNED)": c["experiments"].pop("qf")}),
+     "experiments: 'q$(touch PWNED)' does not match '^[A-Za-z0-9_]+$'"),
 ]
 
 
@@ -67,6 +79,7 @@ def test_bad_config_fails_before_any_job(tmp_path, mutate, expected):
     path.write_text(yaml.safe_dump(config))
     result = snakemake(tmp_path, "--cores", "1", config=path, check=False, timeout=120)
     assert result.returncode != 0 and expected in result.stdout + result.stderr
+    assert "Traceback" not in result.stdout + result.stderr
     assert not (tmp_path / "results").exists()
 
 
@@ -145,10 +158,12 @@ def test_results_dir_reaches_the_shell_as_a_path_never_as_a_command(tmp_path, re
     """Issue 28: every path reaches the shell quoted, so a results_dir with shell syntax is just a directory name."""
     config = base_config()
     config["results_dir"] = results_dir
+    config["report"] = {"title": f"a title with {results_dir} in it: '$(touch PWNED)'; touch PWNED"}
     path = tmp_path / "odd.yaml"
     path.write_text(yaml.safe_dump(config, allow_unicode=True))
-    snakemake(tmp_path, "--cores", "1", str(Path(results_dir) / "qf" / "data" / "subsets" / "pct10" / "meta.json"),
-              config=path, timeout=300)
+    # the report's command carries the title and every stamp path; the semicolon case runs everything
+    target = "report/index.html" if ";" in results_dir else "qf/data/subsets/pct10/meta.json"
+    snakemake(tmp_path, "--cores", "1", str(Path(results_dir) / target), config=path, timeout=300)
     assert not list(tmp_path.rglob("PWNED")) and not (ROOT / "PWNED").exists()
     assert (tmp_path / results_dir / "qf" / "data" / "tokens" / "meta.json").is_file()
 
@@ -185,23 +200,79 @@ def copy_from_pct10(path: Path) -> None:
     path.write_bytes((path.parent.parent / "pct10" / path.name).read_bytes())
 
 
+def copy_run_from_pct10(path: Path) -> None:
+    """Replace a job's whole directory, stamp included, with another job's (a consistent copy of the wrong job;
+    new file times, as `cp -r` gives)."""
+    shutil.rmtree(path.parent)
+    shutil.copytree(path.parent.parent / "pct10", path.parent, copy_function=shutil.copy)
+
+
+def restamp_with_other_settings(stamp: Path) -> None:
+    """A job directory brought over from a run whose config differed (here: k) for this very job."""
+    record = json.loads(stamp.read_text())
+    record["params"]["neighbours"]["k"] += 1
+    record["params_sha256"] = stamps.params_digest(record["params"])
+    stamp.write_text(json.dumps(record))
+
+
+def set_nan(path: Path) -> None:
+    """One value of an activation array NaN; the file stays a valid .npy of the same shape and dtype."""
+    array = np.load(path)
+    array[0, 0, 0] = np.nan
+    np.save(path, array)
+
+
+def cut_mid_row(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[:-10])
+
+
+def drop_last_row(path: Path) -> None:
+    path.write_text("".join(path.read_text().splitlines(keepends=True)[:-1]))
+
+
+def as_written_by_its_job(damage: Callable[[Path], None]) -> Callable[[Path], None]:
+    """``damage``, then the file's entry in its job's provenance stamp (where there is one) made to match, as if the
+    job had written it so (a diverged model, a writer's bug): the reader's own check must find it."""
+    def apply(path: Path) -> None:
+        damage(path)
+        stamp = path.parent / "provenance.json"
+        if stamp.is_file():
+            record = json.loads(stamp.read_text())
+            record["files"][path.name] = stamps.file_entry(path)
+            stamp.write_text(json.dumps(record))
+    return apply
+
+
 ARTIFACT_CASES: list[tuple[str, str, Callable[[Path], None], tuple[str, ...], str]] = [
     ("best.pt copied from another job", "results/qf/train/tiny/pct100/best.pt", copy_from_pct10, (),
-     "best.pt was written by training job 'qf/tiny/pct10', not by 'qf/tiny/pct100'"),
+     "pct100/best.pt is not the file job 'train qf/train/tiny/pct100' wrote"),
+    ("run directory copied from another job", "results/qf/train/tiny/pct100/best.pt", copy_run_from_pct10, (),
+     "pct100 holds the outputs of job 'train qf/train/tiny/pct10', not of 'train qf/train/tiny/pct100'"),
+    ("activations directory copied from another job", "results/qf/activations/tiny/pct100/meta.json",
+     copy_run_from_pct10, (), "holds the outputs of job 'activations qf/activations/tiny/pct10'"),
+    ("neighbours made with other settings", "results/qf/neighbours/tiny/pct100/provenance.json",
+     restamp_with_other_settings, ("--forcerun", "report"),
+     "neighbours/tiny/pct100 was made with other settings than the config gives its job"),
+    ("hand-edited question.train", "results/qf/data/raw/question.train",
+     lambda p: p.write_text(p.read_text().replace(" . ", " , ", 1)), (),
+     "question.train is not the file job 'generate_data qf/data/raw' wrote"),
+    ("corrupt stamp", "results/qf/activations/tiny/pct100/provenance.json", lambda p: p.write_text("{not json"), (),
+     "corrupt JSON in results/qf/activations/tiny/pct100/provenance.json"),
     ("best.pt of another architecture", "results/qf/train/tiny/pct100/best.pt",
      lambda p: edit_model(p, lambda m: m["config"].update(d_model=2 * m["config"]["d_model"])), (),
-     "best.pt is not the configured model qf/tiny/pct100: d_model = "),
+     "pct100/best.pt is not the file job 'train qf/train/tiny/pct100' wrote"),
     ("best.pt of another run of the job", "results/qf/train/tiny/pct100/best.pt",
      lambda p: edit_model(p, lambda m: m["provenance"].update(fingerprint="0" * 64)), (),
-     "best.pt does not come from the run recorded in results/qf/train/tiny/pct100/summary.json"),
+     "pct100/best.pt is not the file job 'train qf/train/tiny/pct100' wrote"),
     ("binary question.train", "results/qf/data/raw/question.train",
-     lambda p: p.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256))), (), "question.train: not UTF-8 text"),
+     lambda p: p.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256))), (),
+     "question.train is not the file job 'generate_data qf/data/raw' wrote"),
     ("truncated best.pt", "results/qf/train/tiny/pct100/best.pt", truncate, (),
-     "cannot read model results/qf/train/tiny/pct100/best.pt: truncated or corrupt"),
+     "pct100/best.pt is not the file job 'train qf/train/tiny/pct100' wrote"),
     ("corrupted best.pt", "results/qf/train/tiny/pct100/best.pt", flip_bytes, (),
      "results/qf/train/tiny/pct100/best.pt"),
     ("truncated activations", "results/qf/activations/tiny/pct100/train.npy", truncate, (),
-     "corrupt array file results/qf/activations/tiny/pct100/train.npy"),
+     "pct100/train.npy is not the file job 'activations qf/activations/tiny/pct100' wrote"),
     ("truncated token shard", "results/qf/data/tokens/train_00000.bin", truncate, ("--forcerun", "train"),
      "qf/data/tokens/train_00000.bin is missing or has the wrong size"),
     ("corrupted token shard", "results/qf/data/tokens/train_00000.bin", flip_bytes, ("--forcerun", "train"),
@@ -209,9 +280,18 @@ ARTIFACT_CASES: list[tuple[str, str, Callable[[Path], None], tuple[str, ...], st
     ("missing offsets", "results/qf/data/tokens/train.offsets.npy", lambda p: p.unlink(), ("--forcerun", "train"),
      "qf/data/tokens/train.offsets.npy is missing"),
     ("corrupt subset meta", "results/qf/data/subsets/pct100/meta.json", lambda p: p.write_text("{not json"), (),
-     "corrupt JSON in results/qf/data/subsets/pct100/meta.json"),
+     "pct100/meta.json is not the file job 'subsets qf/data/subsets/pct100' wrote"),
     ("corrupt neighbour table", "results/qf/neighbours/tiny/pct100/self.parquet", truncate, (),
-     "corrupt table results/qf/neighbours/tiny/pct100/self.parquet"),
+     "pct100/self.parquet is not the file job 'neighbours qf/neighbours/tiny/pct100' wrote"),
+    # written so by the job itself (its stamp agrees): the reader's own checks refuse it (issue 28)
+    ("NaN in activations", "results/qf/activations/tiny/pct100/train.npy", as_written_by_its_job(set_nan), (),
+     "results/qf/activations/tiny/pct100/train.npy: 1 of 15360 values are not finite (NaN or inf)"),
+    ("summary.csv cut mid-row", "results/qf/neighbours/tiny/pct100/summary.csv", as_written_by_its_job(cut_mid_row),
+     ("--forcerun", "report"), "results/qf/neighbours/tiny/pct100/summary.csv is cut mid-row"),
+    ("summary.csv without its last row", "results/qf/neighbours/tiny/pct100/summary.csv",
+     as_written_by_its_job(drop_last_row), ("--forcerun", "report"),
+     "results/qf/neighbours/tiny/pct100/summary.csv has 11 rows, expected 12 (4 layers x (2 self fractions + "
+     "held-out)"),
 ]
 
 
@@ -222,7 +302,38 @@ def test_damaged_artifact_fails_its_reader_naming_the_file(tiny_copy, target, da
     result = snakemake(tiny_copy, "--cores", "1", *extra, check=False, timeout=300)
     output = result.stdout + result.stderr
     assert result.returncode != 0 and expected in output, output[-3000:]
+    assert "Traceback" not in output, output[-3000:]  # the job's log holds one line naming the file
     assert "--forcerun" in output or "rerun `snakemake" in output or "Regenerate" in output  # says how to fix
+
+
+def drop_last_parquet_row(path: Path) -> None:
+    pd.read_parquet(path).iloc[:-1].to_parquet(path, index=False)
+
+
+SHORTENED_TABLES = [
+    ("qf/train/tiny/pct100/metrics.csv", drop_last_row,
+     "has 2 rows, expected 3 (an evaluation every 20 steps and at the last of the 60 steps in "),
+    ("qf/train/tiny/pct10/eval_rows.parquet", drop_last_parquet_row,
+     "has 31 rows, expected 32 (the validation rows recorded in "),
+    ("qf/neighbours/tiny/pct10/self.parquet", drop_last_parquet_row,
+     "has 3599 rows, expected 3600 (5 neighbours of the self-search queries of 120 chunks at fractions [0.5, 1.0] x 4 "
+     "layers"),
+    ("qf/neighbours/tiny/pct100/summary.csv", drop_last_row, "has 11 rows, expected 12 ("),
+]
+
+
+@pytest.mark.parametrize(("table", "damage", "expected"), SHORTENED_TABLES, ids=[t[0] for t in SHORTENED_TABLES])
+def test_a_shortened_table_fails_the_report_on_its_own(tiny_copy, table, damage, expected):
+    """The report built directly (no provenance stamp checked first): each table it reads is held to the rows its
+    producer wrote, and a shortened one is refused naming it, instead of changing a figure."""
+    config = load_config(ROOT / "config" / "test.yaml", load_schema(ROOT / "workflow" / "schemas" /
+                                                                      "config.schema.yaml"))
+    results = tiny_copy / "results"
+    damage(results / table)
+    with pytest.raises(AssocmemError) as err:
+        build_report({"config": config, "report": config["report"]}, results, tiny_copy / "report")
+    message = str(err.value)
+    assert message.startswith(f"{results / table} {expected}") and "damaged or cut; delete" in message, message
 
 
 @pytest.mark.parametrize(("content", "expected"), [(b"", "is empty"), (b"caf\xe9 au lait\n", "is not UTF-8 text")],
@@ -254,3 +365,37 @@ def test_torch_full_disk_message_is_translated(tmp_path, monkeypatch):
     with pytest.raises(AssocmemError, match=r"no space left on the device while writing .*model\.pt"):
         save_torch(tmp_path / "model.pt", {"x": 1})
     assert list(tmp_path.iterdir()) == []
+
+
+def test_checkpoints_swapped_with_mv_are_found_before_any_job(tiny_copy):
+    """`mv` keeps the files' times, so Snakemake sees nothing to redo (and would rebuild from the wrong model
+    once anything else made it rerun): `assocmem run` and `assocmem verify` name both files; a forced reader
+    refuses them."""
+    train = tiny_copy / "results" / "qf" / "train" / "tiny"
+    held = train / "held.pt"  # best.pt: the checkpoint evaluate and activations read
+    (train / "pct100" / "best.pt").rename(held)
+    (train / "pct10" / "best.pt").rename(train / "pct100" / "best.pt")
+    held.rename(train / "pct10" / "best.pt")
+    run = [sys.executable, "-m", "assocmem"]
+    verify = subprocess.run([*run, "verify", "results"], cwd=tiny_copy, capture_output=True, text=True, check=False)
+    assert verify.returncode == 1 and verify.stdout.count("is not the file job 'train qf/train/tiny/") == 2
+    refused = subprocess.run([*run, "run", "-s", str(ROOT / "Snakefile"), "--configfile",
+                              str(ROOT / "config" / "test.yaml"), "--cores", "1"], cwd=tiny_copy, capture_output=True,
+                             text=True, check=False)
+    assert refused.returncode != 0 and "2 output(s) under" in refused.stderr, refused.stderr[-2000:]
+    assert "Traceback" not in refused.stderr and "pct10/best.pt" in refused.stderr
+    forced = snakemake(tiny_copy, "--cores", "1", "--forcerun", "evaluate", check=False, timeout=300)
+    output = forced.stdout + forced.stderr
+    assert forced.returncode != 0 and "is not the file job 'train qf/train/tiny/pct100'" in output
+
+
+def test_a_job_directory_copied_with_its_times_is_found_before_any_job(tiny_copy):
+    """`cp -a` of another job's directory keeps its times: Snakemake reruns nothing; `assocmem verify` names it."""
+    activations = tiny_copy / "results" / "qf" / "activations" / "tiny"
+    shutil.rmtree(activations / "pct100")
+    shutil.copytree(activations / "pct10", activations / "pct100")
+    assert "Nothing to be done" in snakemake(tiny_copy, "--cores", "1", "-n").stdout
+    verify = subprocess.run([sys.executable, "-m", "assocmem", "verify", "results"], cwd=tiny_copy,
+                            capture_output=True, text=True, check=False)
+    assert verify.returncode == 1 and "pct100 holds the outputs of job 'activations qf/activations/tiny/pct10'" in (
+        verify.stdout)

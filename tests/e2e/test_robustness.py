@@ -4,7 +4,9 @@ resumes another configuration's checkpoint."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -17,6 +19,8 @@ import yaml
 from conftest import ROOT, science_checksums, snakemake
 from helpers import planned_rules
 
+from assocmem import stamps
+
 pytestmark = pytest.mark.e2e
 PCT100_MODEL = "results/qf/train/tiny/pct100/model.pt"
 
@@ -27,6 +31,14 @@ def test_two_runs_are_byte_identical(tiny_run, tmp_path):
     assert first.keys() == second.keys() and len(first) > 40
     differing = sorted(name for name in first if first[name] != second[name])
     assert differing == [], differing
+    # the stamps record file times; what they say about content is the same
+    assert stamp_contents(tiny_run) == stamp_contents(tmp_path) and len(stamp_contents(tmp_path)) >= 10
+
+
+def stamp_contents(workdir: Path) -> dict[str, str]:
+    results = workdir / "results"
+    return {stamp.relative_to(results).as_posix(): stamps.content_digest(json.loads(stamp.read_text()))
+            for stamp in stamps.find_stamps(results)}
 
 
 def run_until(workdir: Path, trigger: str, *args: str, config: Path | None = None, timeout: float = 300,
@@ -56,33 +68,75 @@ def recover(workdir: Path, *args: str, config: Path | None = None, snakefile: Pa
     snakemake(workdir, "--cores", "2", *args, config=config, snakefile=snakefile)
 
 
-KILL_POINTS = (
-    "results/qf/data/raw/manifest.json",  # during data generation / tokenization
-    "results/qf/train/tiny/pct100/checkpoint.pt",  # mid-training, a checkpoint on disk
-    "results/qf/activations/tiny/pct100/train.npy",  # between the two activation arrays of one job
-    "results/qf/neighbours/tiny/pct10/self.parquet",  # mid neighbour search
-)
+def result_files(workdir: Path) -> set[str]:
+    """Every file under results/, a temporary file of an atomic write named without its random part
+    (``.x.npy.tmp``), logs, timings and the run's claim aside."""
+    results = workdir / "results"
+    found = set()
+    for folder, _, names in os.walk(results):
+        rel = Path(folder).relative_to(results).as_posix()
+        if not rel.startswith(("logs", "benchmarks", ".cache")):
+            found.update(f"{rel}/{TEMPORARY.sub(TEMPORARY_NAME, name)}" for name in names if "assocmem-run" not in name)
+    return found
 
 
-def test_killed_pipeline_recovers_to_the_same_bytes(tiny_run, tmp_path):
+TEMPORARY = re.compile(r"^(\..+)\.[^.]+\.tmp(\.\w+)?$")  # io.atomic_path: .<name>.<random>.tmp<suffix>
+TEMPORARY_NAME = r"\1.tmp"
+
+
+def kill_after_new_files(workdir: Path, seen: set[str], count: int = 3) -> str | None:
+    """Run the documented command, `python -m assocmem run` (no `--unlock` before it), and SIGKILL it, jobs
+    included, the moment the ``count``-th file appears under results/ that no earlier run showed (``seen``, updated):
+    inside a job, mid-write (a temporary file), between a job's outputs and its stamp. Returns that file, or None
+    when the run finished first."""
+    before = result_files(workdir) | seen
+    cmd = [sys.executable, "-m", "assocmem", "run", "-s", str(ROOT / "Snakefile"), "--directory", str(workdir),
+           "--configfile", str(ROOT / "config" / "test.yaml"), "--cores", "2"]
+    process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
+                               text=True)
+    appeared: list[str] = []
+    deadline = time.monotonic() + 300
+    while process.poll() is None and time.monotonic() < deadline:
+        appeared += sorted(result_files(workdir) - before - set(appeared))
+        if len(appeared) >= count:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            seen.update(appeared)
+            return appeared[-1]
+        time.sleep(0.005)
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGKILL)
+        raise AssertionError("the run neither finished nor wrote a file within 300 s")
+    assert process.returncode == 0, f"a rerun after a kill failed: {process.stderr.read()[-3000:]}"
+    return None
+
+
+def test_the_kill_matrix_recovers_with_no_manual_step_to_the_same_bytes(tiny_run, tmp_path):
+    """Issue 28: SIGKILL the run (jobs included) every few new files, all through the pipeline, and rerun the same
+    `python -m assocmem run` command, nothing else, each time. After every kill, every artifact on disk is complete
+    and correct (atomic writes: equal to an uninterrupted run's) and every stamp agrees with its files; at the end
+    the results are byte-identical to the uninterrupted run and no lock or claim is left."""
     reference = science_checksums(tiny_run)
-    kills, corrupt = 0, []
-    for trigger in KILL_POINTS:
-        if run_until(tmp_path, trigger):
-            kills += 1
-            # every artifact on disk right after a kill must be complete and correct (atomic writes), so equal to
-            # the reference: a half-written file that looks complete would show up here. (Files that are no
-            # artifact, a checkpoint or metrics.inprogress.csv, may exist now; they must be gone at the end.)
-            now = science_checksums(tmp_path)
-            corrupt += [name for name, digest in now.items() if name in reference and reference[name] != digest]
-        snakemake(tmp_path, "--unlock")
-    recover(tmp_path)
+    kills, corrupt, unstamped, seen = [], [], [], set()
+    while len(kills) < 20 and (killed_at := kill_after_new_files(tmp_path, seen, count=4)) is not None:
+        kills.append(killed_at)
+        # files that are no artifact (a checkpoint, metrics.inprogress.csv) may exist now; they must be gone at the end
+        now = science_checksums(tmp_path)
+        corrupt += [f"{killed_at}: {name}" for name, digest in now.items()
+                    if name in reference and reference[name] != digest]
+        unstamped += [f"{killed_at}: {problem}" for problem in stamps.scan(tmp_path / "results")]
+    finish = assocmem_run(tmp_path, "--cores", "2")
+    assert finish.returncode == 0, (finish.stdout + finish.stderr)[-3000:]
     final = science_checksums(tmp_path)
     differing = sorted(name for name in reference if final.get(name) != reference[name])
-    print(f"kills: {kills}, corrupt artifacts after a kill: {len(corrupt)}, differing files at the end: "
-          f"{len(differing)} of {len(reference)}")
-    assert kills >= 3, "the pipeline finished before most kill points; the test no longer kills anything"
-    assert corrupt == [] and differing == [] and final.keys() == reference.keys()
+    print(f"kills: {len(kills)}, corrupt artifacts after a kill: {len(corrupt)}, stamp problems after a kill: "
+          f"{len(unstamped)}, manual steps: 0, differing files at the end: {len(differing)} of {len(reference)}")
+    print("killed at: " + ", ".join(kills))
+    assert len(kills) >= 20, f"only {len(kills)} kills: the matrix no longer kills enough"
+    assert {kill.split("/")[1] for kill in kills if kill.startswith("qf/")} >= {"data", "train", "activations"}
+    assert corrupt == [] and unstamped == [] and differing == [] and final.keys() == reference.keys()
+    locks = tmp_path / ".snakemake" / "locks"
+    assert not (locks.is_dir() and any(locks.iterdir())) and not (tmp_path / "results" / ".assocmem-run.json").exists()
 
 
 def assocmem_run(workdir: Path, *args: str) -> subprocess.CompletedProcess:
@@ -91,15 +145,12 @@ def assocmem_run(workdir: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, capture_output=True, text=True, timeout=600)
 
 
-def test_after_a_kill_assocmem_run_needs_no_manual_unlock(tiny_run, tmp_path):
-    """Issue 28: a rerun after a hard kill proceeds with no `--unlock`, and ends byte-identical to a clean run."""
-    assert run_until(tmp_path, KILL_POINTS[1]), "the run finished before the kill point"
+def test_after_a_kill_assocmem_run_says_it_removed_the_stale_lock(tmp_path):
+    assert run_until(tmp_path, "results/qf/train/tiny/pct100/checkpoint.pt"), "the run finished before the kill"
     assert any((tmp_path / ".snakemake" / "locks").iterdir())
-    result = assocmem_run(tmp_path, "--cores", "2")
+    result = assocmem_run(tmp_path, "--cores", "2", "--until", "subsets")
     assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
     assert f"removed the lock a killed run left in {tmp_path.resolve()}" in result.stderr
-    reference, final = science_checksums(tiny_run), science_checksums(tmp_path)
-    assert final == reference
 
 
 def test_a_live_run_keeps_its_lock(tmp_path):
@@ -116,6 +167,37 @@ def test_a_live_run_keeps_its_lock(tmp_path):
     assert live.wait(timeout=600) == 0
     assert second.returncode != 0 and "removed the lock" not in second.stderr
     assert "cannot be locked" in second.stdout + second.stderr
+
+
+def test_another_checkout_is_refused_the_results_dir_a_live_run_holds(tmp_path):
+    """Issue 28: Snakemake's lock lives in each checkout's working directory, so the results directory carries its
+    own claim: a run in checkout B is refused, naming checkout A, while A's run writes the shared results_dir, and
+    proceeds once that run is gone (a SIGKILL leaves A's claim behind, stale)."""
+    checkout_a, checkout_b = copy_of_the_workflow(tmp_path / "A"), copy_of_the_workflow(tmp_path / "B")
+    results = tmp_path / "shared results"
+    config = tmp_path / "shared.yaml"
+    config.write_text(yaml.safe_dump({**yaml.safe_load((ROOT / "config" / "test.yaml").read_text()),
+                                      "results_dir": str(results)}))
+    claim = results / ".assocmem-run.json"
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(checkout_a / "Snakefile"), "--directory", str(checkout_a),
+           "--configfile", str(config), "--cores", "1"]
+    live = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not claim.exists() and live.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert claim.exists(), "checkout A's run did not claim the results directory"
+        refused = snakemake(checkout_b, "-n", config=config, snakefile=checkout_b / "Snakefile", check=False,
+                            timeout=120)
+    finally:
+        os.killpg(live.pid, signal.SIGKILL)
+        live.wait()
+    text = refused.stdout + refused.stderr
+    assert refused.returncode != 0 and "Traceback" not in text, text[-3000:]
+    assert f"results directory {results.resolve()} is in use" in text
+    assert f"checkout {checkout_a.resolve()}" in text and f"process {live.pid}" in text
+    snakemake(checkout_b, "-n", config=config, snakefile=checkout_b / "Snakefile", timeout=120)
+    assert json.loads(claim.read_text())["checkout"] == str(checkout_a.resolve())  # a dry run claims nothing
 
 
 @pytest.mark.parametrize("change", [{"train": {"lr": 1.0e-3}}, {"train": {"max_steps": 80}}, {"seed": 8}],

@@ -30,6 +30,7 @@ def test_report_artifacts(finished_run):
         assert {f"{stem}.png", f"{stem}.pdf"} <= figures
     html = (report / "index.html").read_text()
     assert "data:image/png;base64," in html and "<img src=\"figures/" not in html  # self-contained
+    assert not (finished_run / "results" / ".assocmem-run.json").exists()  # the run released its results_dir
 
 
 def test_checks_hold_real_numbers(finished_run):
@@ -52,6 +53,24 @@ def test_floor_and_training_outputs(finished_run):
     assert 0.5 < floor["train"]["floor_nats_per_token"] < 2.0
     metrics = (results / "train" / "tiny" / "pct10" / "metrics.csv").read_text().splitlines()
     assert metrics[0].startswith("step,") and len(metrics) == 4  # header + 3 evals (60 steps / 20)
+
+
+def provenance_stages(report_md: str) -> list[str]:
+    """The stage column of the report's provenance timing table."""
+    table = report_md.split("| stage | wall time (s) | peak RSS (MB) |\n", 1)[1].split("\n\n", 1)[0]
+    return [line.split(" | ")[0].removeprefix("| ") for line in table.splitlines()[1:]]
+
+
+def test_report_provenance_times_exactly_the_current_jobs(finished_run):
+    """Every job of the config but the report itself (whose timing is written after it), each once, and nothing
+    else: a benchmark left by a job the config no longer has is not read."""
+    benchmarks = finished_run / "results" / "benchmarks"
+    jobs = {path.relative_to(benchmarks).with_suffix("").as_posix() for path in benchmarks.rglob("*.tsv")}
+    stages = provenance_stages((finished_run / "results" / "report" / "report.md").read_text())
+    assert len(stages) == len(set(stages)) == 13 and set(stages) == jobs - {"report"}
+    (benchmarks / "qf" / "train_tiny_pct50.tsv").write_text((benchmarks / "qf" / "tokenize.tsv").read_text())
+    snakemake(finished_run, "--cores", "1", "--forcerun", "report")
+    assert provenance_stages((finished_run / "results" / "report" / "report.md").read_text()) == stages
 
 
 def test_second_invocation_is_a_noop(finished_run):

@@ -12,6 +12,7 @@ rule activations:
         meta=P("acts_meta"),
         radius=P("acts_radius"),
         radius_index=P("acts_radius_index"),
+        stamp=P("acts_stamp"),
     log:
         log_path("{exp}/activations_{model}_{subset}"),
     benchmark:
@@ -30,9 +31,10 @@ rule activations:
         spec=activation_params,
         store_dir=parent_dir("in.subset"),
         out_dir=parent_dir("out.meta"),
+        io=provenance_args,
     shell:
         "python -m assocmem activations --threads {threads} --params {params.spec:q} --model {input.model:q}"
-        " --store-dir {params.store_dir:q} --out-dir {params.out_dir:q} > {log:q} 2>&1"
+        " --store-dir {params.store_dir:q} --out-dir {params.out_dir:q} {params.io} > {log:q} 2>&1"
 
 
 rule pretrained_activations:
@@ -53,6 +55,7 @@ rule pretrained_activations:
         radius_index=at(
             "acts_radius_index", exp="{exp}", model="{model}", subset=PRETRAINED
         ),
+        stamp=at("acts_stamp", exp="{exp}", model="{model}", subset=PRETRAINED),
     log:
         log_path("{exp}/pretrained_activations_{model}"),
     benchmark:
@@ -69,6 +72,7 @@ rule pretrained_activations:
         spec=pretrained_params,
         store_dir=parent_dir("in.store"),
         out_dir=parent_dir("out.meta"),
+        io=provenance_args,
     shell:
         "python -m assocmem pretrained-activations --threads {threads} --params {params.spec:q}"
-        " --store-dir {params.store_dir:q} --out-dir {params.out_dir:q} > {log:q} 2>&1"
+        " --store-dir {params.store_dir:q} --out-dir {params.out_dir:q} {params.io} > {log:q} 2>&1"

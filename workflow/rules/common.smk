@@ -1,4 +1,5 @@
 # Config validation and every input, param and path function the rules use; the rule files stay declarative.
+import functools
 import json
 import shlex
 import sys
@@ -6,7 +7,7 @@ import sys
 # this checkout's package, whatever else is installed: the DAG, the code digests and the jobs use one source
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
-from assocmem import layout
+from assocmem import layout, runlock
 from assocmem.codehash import code_digest
 from assocmem.config import (
     ConfigError,
@@ -38,6 +39,13 @@ except ConfigError as err:
     raise WorkflowError(str(err)) from None
 config.clear()
 config.update(_validated)
+try:
+    # a live run of another checkout writing this results_dir is refused (Snakemake's lock cannot see it, it
+    # lives in the working directory: assocmem.runlock); this checkout's own jobs parse the workflow again here,
+    # from the same working directory, and pass
+    runlock.check_claim(config["results_dir"], workflow.basedir)
+except runlock.ResultsDirBusy as err:
+    raise WorkflowError(str(err)) from None
 
 R = config["results_dir"]
 EXPS = config["experiments"]
@@ -70,8 +78,10 @@ shell.prefix(
 )
 
 
+@functools.cache
 def stage_code(rule):
-    """params: digest of the code behind a rule's stage (assocmem.codehash), so a code change reruns the job."""
+    """params: digest of the code behind a rule's stage (assocmem.codehash), so a code change reruns the job
+    (computed once per rule: a run's code does not change while Snakemake plans it)."""
     return code_digest(rule, root=Path(workflow.basedir) / "src" / "assocmem")
 
 
@@ -345,15 +355,24 @@ def train_launcher(w):
 
 def data_files(exp):
     """Every data artifact of an experiment."""
-    files = [at("tokens_meta", exp=exp), at("tokens_source", exp=exp)]
-    files += [at("subset_meta", exp=exp, subset=s) for s in subsets_of(exp)]
+    files = [
+        at(name, exp=exp) for name in ("tokens_meta", "tokens_source", "tokens_stamp")
+    ]
+    files += [
+        at(name, exp=exp, subset=s)
+        for s in subsets_of(exp)
+        for name in ("subset_meta", "subset_stamp")
+    ]
     files += [at("raw_file", exp=exp, split=s) for s in kind(exp).raw_splits]
     if kind(exp).raw_splits:
-        files.append(at("raw_manifest", exp=exp))
+        files += [at(name, exp=exp) for name in ("raw_manifest", "raw_stamp")]
     if kind(exp).audited:
-        files += [at(name, exp=exp) for name in ("floor", "compare")]
+        files += [at(name, exp=exp) for name in ("floor", "compare", "audit_stamp")]
     if "fresh" in evaluation_sets(EXPS[exp]):
-        files += [at(name, exp=exp) for name in ("fresh_file", "fresh_manifest")]
+        files += [
+            at(name, exp=exp)
+            for name in ("fresh_file", "fresh_manifest", "fresh_stamp")
+        ]
     return files
 
 
@@ -384,13 +403,15 @@ def sweep_params(w):
 
 
 def sweep_outputs(exp):
-    return [at("sweep_analysis", exp=exp)] if is_sweep(exp) else []
+    names = ("sweep_analysis", "sweep_stamp")
+    return [at(name, exp=exp) for name in names] if is_sweep(exp) else []
 
 
 def evaluation_outputs(exp):
     return [
-        at("evaluation", exp=exp, model=model, subset=layout.subset_name(fraction))
+        at(name, exp=exp, model=model, subset=layout.subset_name(fraction))
         for model, fraction in evaluated_runs(EXPS[exp])
+        for name in ("evaluation", "eval_stamp")
     ]
 
 
@@ -404,6 +425,46 @@ def report_inputs(w):
     return files + [f for run in runs() for f in run_files(*run)]
 
 
+def data_benchmarks(exp):
+    """Benchmark names of an experiment's jobs behind data_files, evaluation_outputs and sweep_outputs, as each
+    rule's `benchmark:` line names them."""
+    jobs = {
+        "generate_data": bool(kind(exp).raw_splits),
+        "data_audit": kind(exp).audited,
+        "generate_fresh": "fresh" in evaluation_sets(EXPS[exp]),
+        "tokenize": True,
+        "sweep": is_sweep(exp),
+    }
+    names = [rule for rule, wanted in jobs.items() if wanted]
+    names += [f"subsets_{subset}" for subset in subsets_of(exp)]
+    names += [
+        f"evaluate_{model}_{layout.subset_name(fraction)}"
+        for model, fraction in evaluated_runs(EXPS[exp])
+    ]
+    return [f"{exp}/{name}" for name in names]
+
+
+def run_benchmarks(exp, model, subset):
+    """Benchmark names of one run's jobs (those behind run_files)."""
+    trained = subset != PRETRAINED
+    names = [f"train_{model}_{subset}"] if trained else []
+    if not is_sweep(exp):
+        dump = (
+            f"activations_{model}_{subset}"
+            if trained
+            else f"pretrained_activations_{model}"
+        )
+        names += [dump, f"neighbours_{model}_{subset}"]
+    return [f"{exp}/{name}" for name in names]
+
+
+def report_benchmarks():
+    """The benchmark names of every job of the current config but the report, whose own timing is not known while
+    it runs: the report reads only these, never a dropped job's timing."""
+    names = [name for exp in EXPS for name in data_benchmarks(exp)]
+    return names + [name for run in runs() for name in run_benchmarks(*run)]
+
+
 REPORT_FILES = [at(name) for name in ("report_html", "report_md", "report_checks")]
 
 
@@ -412,3 +473,73 @@ def all_targets(w):
     intermediate file whose consumers are up to date, so each artifact is a target of its own: deleting one
     reruns its job, and the newer file then reruns its dependants."""
     return REPORT_FILES + report_inputs(w)
+
+
+# ------------------------------------------------------------------ provenance stamps (assocmem.stamps)
+
+PARAMS_OF = {
+    "generate_data": generate_params,
+    "data_audit": audit_params,
+    "generate_fresh": fresh_params,
+    "tokenize": tokenize_params,
+    "subsets": subset_params,
+    "train": train_params,
+    "activations": activation_params,
+    "pretrained_activations": pretrained_params,
+    "neighbours": neighbour_params,
+    "evaluate": evaluation_params,
+    "sweep": sweep_params,
+}
+
+
+def upstream_expectations(input, skip=()):
+    """What the stamp of each job this one reads must record, as this config and checkout imply: its job, the
+    digests of its settings and code, and the files read from it (artifact names in ``skip`` are not read).
+    """
+    from types import SimpleNamespace
+
+    from assocmem import stamps
+
+    read = {}
+    for path in input:
+        if not str(path).startswith(
+            f"{R}/"
+        ):  # a file of the user's, not a job's output
+            continue
+        found = layout.match(path)
+        if found is None or found[0] in skip or layout.stamp_of(path) is None:
+            continue
+        producer, stamp = layout.stamp_of(path)
+        files = read.setdefault(str(stamp), (producer, found[1], []))[2]
+        if found[0] not in layout.STAMPS.values():
+            files.append(Path(path).name)
+    return {
+        stamp: stamps.expectation(
+            stamp,
+            producer,
+            json.loads(PARAMS_OF[producer](SimpleNamespace(**fields))),
+            stage_code(producer),
+            files,
+        )
+        for stamp, (producer, fields, files) in read.items()
+    }
+
+
+def _provenance_args(input, output, skip=()):
+    args = []
+    if "stamp" in output.keys():
+        args += ["--stamp", output.stamp, "--outputs", *output]
+    upstream = upstream_expectations(input, skip)
+    if upstream:
+        args += ["--upstream", json.dumps(upstream, sort_keys=True)]
+    return " ".join(shlex.quote(str(arg)) for arg in args)
+
+
+def provenance_args(w, input, output):
+    """params: the stage's --upstream (the stamps it reads, checked first) and --stamp/--outputs (its own)."""
+    return _provenance_args(input, output)
+
+
+def report_provenance_args(w, input, output):
+    """The report checks every stamp, but not the model weights it never reads."""
+    return _provenance_args(input, output, skip=("model", "best_model"))

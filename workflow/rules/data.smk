@@ -5,6 +5,7 @@ rule generate_data:
             P("raw_file"), split=QUESTION_FORMATION.raw_splits, allow_missing=True
         ),
         manifest=P("raw_manifest"),
+        stamp=P("raw_stamp"),
     log:
         log_path("{exp}/generate_data"),
     benchmark:
@@ -19,8 +20,9 @@ rule generate_data:
         code=stage_code("generate_data"),
         spec=generate_params,
         out_dir=parent_dir("out.manifest"),
+        io=provenance_args,
     shell:
-        "python -m assocmem generate-data --params {params.spec:q} --out-dir {params.out_dir:q} > {log:q} 2>&1"
+        "python -m assocmem generate-data --params {params.spec:q} --out-dir {params.out_dir:q} {params.io} > {log:q} 2>&1"
 
 
 rule data_audit:
@@ -32,6 +34,7 @@ rule data_audit:
     output:
         floor=P("floor"),
         compare=P("compare"),
+        stamp=P("audit_stamp"),
     log:
         log_path("{exp}/data_audit"),
     benchmark:
@@ -46,9 +49,10 @@ rule data_audit:
         code=stage_code("data_audit"),
         spec=audit_params,
         raw_dir=parent_dir("in.manifest"),
+        io=provenance_args,
     shell:
         "python -m assocmem data-audit --params {params.spec:q} --raw-dir {params.raw_dir:q}"
-        " --floor {output.floor:q} --compare {output.compare:q} > {log:q} 2>&1"
+        " --floor {output.floor:q} --compare {output.compare:q} {params.io} > {log:q} 2>&1"
 
 
 rule generate_fresh:
@@ -56,6 +60,7 @@ rule generate_fresh:
     output:
         file=P("fresh_file"),
         manifest=P("fresh_manifest"),
+        stamp=P("fresh_stamp"),
     log:
         log_path("{exp}/generate_fresh"),
     benchmark:
@@ -70,5 +75,6 @@ rule generate_fresh:
         code=stage_code("generate_fresh"),
         spec=fresh_params,
         out_dir=parent_dir("out.manifest"),
+        io=provenance_args,
     shell:
-        "python -m assocmem generate-fresh --params {params.spec:q} --out-dir {params.out_dir:q} > {log:q} 2>&1"
+        "python -m assocmem generate-fresh --params {params.spec:q} --out-dir {params.out_dir:q} {params.io} > {log:q} 2>&1"

@@ -7,6 +7,7 @@ rule evaluate:
         store=P("tokens_meta"),
     output:
         evaluation=P("evaluation"),
+        stamp=P("eval_stamp"),
     log:
         log_path("{exp}/evaluate_{model}_{subset}"),
     benchmark:
@@ -24,6 +25,7 @@ rule evaluate:
         spec=evaluation_params,
         store_dir=parent_dir("in.store"),
         out_dir=parent_dir("out.evaluation"),
+        io=provenance_args,
     shell:
         "python -m assocmem evaluate --threads {threads} --params {params.spec:q} --model {input.model:q}"
-        " --store-dir {params.store_dir:q} --out-dir {params.out_dir:q} > {log:q} 2>&1"
+        " --store-dir {params.store_dir:q} --out-dir {params.out_dir:q} {params.io} > {log:q} 2>&1"

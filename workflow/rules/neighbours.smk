@@ -11,6 +11,7 @@ rule neighbours:
         summary=P("nn_summary"),
         radius=P("nn_radius"),
         radius_meta=P("nn_radius_meta"),
+        stamp=P("nn_stamp"),
     log:
         log_path("{exp}/neighbours_{model}_{subset}"),
     benchmark:
@@ -27,6 +28,7 @@ rule neighbours:
         spec=neighbour_params,
         act_dir=parent_dir("in.meta"),
         out_dir=parent_dir("out.summary"),
+        io=provenance_args,
     shell:
         "python -m assocmem neighbours --threads {threads} --params {params.spec:q} --act-dir {params.act_dir:q}"
-        " --out-dir {params.out_dir:q} > {log:q} 2>&1"
+        " --out-dir {params.out_dir:q} {params.io} > {log:q} 2>&1"

@@ -24,9 +24,16 @@ rule report:
         runtime=30,
     params:
         code=stage_code("report"),
-        spec=as_json({"report": config["report"], "config": config}),
+        spec=as_json(
+            {
+                "report": config["report"],
+                "config": config,
+                "benchmarks": report_benchmarks(),
+            }
+        ),
         results_dir=lambda w, output: Path(output.html).parent.parent,
         out_dir=parent_dir("out.html"),
+        io=report_provenance_args,
     shell:
         "python -m assocmem report --params {params.spec:q} --results-dir {params.results_dir:q}"
-        " --out-dir {params.out_dir:q} > {log:q} 2>&1"
+        " --out-dir {params.out_dir:q} {params.io} > {log:q} 2>&1"

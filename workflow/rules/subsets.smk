@@ -1,9 +1,10 @@
 rule subsets:
     """The first X% of the training split's fixed order, as a view on the token store."""
     input:
-        P("tokens_meta"),
+        store=P("tokens_meta"),
     output:
-        P("subset_meta"),
+        meta=P("subset_meta"),
+        stamp=P("subset_stamp"),
     log:
         log_path("{exp}/subsets_{subset}"),
     benchmark:
@@ -17,8 +18,9 @@ rule subsets:
     params:
         code=stage_code("subsets"),
         spec=subset_params,
-        store_dir=lambda w, input: Path(input[0]).parent,
-        out_dir=lambda w, output: Path(output[0]).parent,
+        store_dir=parent_dir("in.store"),
+        out_dir=parent_dir("out.meta"),
+        io=provenance_args,
     shell:
         "python -m assocmem subsets --params {params.spec:q} --store-dir {params.store_dir:q}"
-        " --out-dir {params.out_dir:q} > {log:q} 2>&1"
+        " --out-dir {params.out_dir:q} {params.io} > {log:q} 2>&1"

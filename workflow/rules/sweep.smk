@@ -5,6 +5,7 @@ rule sweep:
         sweep_inputs,
     output:
         analysis=P("sweep_analysis"),
+        stamp=P("sweep_stamp"),
     log:
         log_path("{exp}/sweep"),
     benchmark:
@@ -20,6 +21,7 @@ rule sweep:
         spec=sweep_params,
         results_dir=lambda w, output: Path(output.analysis).parents[2],
         out_dir=parent_dir("out.analysis"),
+        io=provenance_args,
     shell:
         "python -m assocmem sweep --params {params.spec:q} --results-dir {params.results_dir:q}"
-        " --out-dir {params.out_dir:q} > {log:q} 2>&1"
+        " --out-dir {params.out_dir:q} {params.io} > {log:q} 2>&1"

@@ -6,6 +6,7 @@ rule tokenize:
     output:
         meta=P("tokens_meta"),
         source=P("tokens_source"),
+        stamp=P("tokens_stamp"),
     log:
         log_path("{exp}/tokenize"),
     benchmark:
@@ -21,6 +22,7 @@ rule tokenize:
         spec=tokenize_params,
         raw_dir=raw_dir_arg,
         out_dir=parent_dir("out.meta"),
+        io=provenance_args,
     shell:
         "python -m assocmem tokenize --threads {threads} --params {params.spec:q} --out-dir {params.out_dir:q}"
-        " {params.raw_dir} > {log:q} 2>&1"
+        " {params.raw_dir} {params.io} > {log:q} 2>&1"

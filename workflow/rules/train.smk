@@ -9,6 +9,7 @@ rule train:
         metrics=P("metrics"),
         summary=P("summary"),
         eval_rows=P("eval_rows"),
+        stamp=P("run_stamp"),
     log:
         log_path("{exp}/train_{model}_{subset}"),
     benchmark:
@@ -28,6 +29,7 @@ rule train:
         store_dir=parent_dir("in.subset"),
         run_dir=parent_dir("out.model"),
         launcher=train_launcher,
+        io=provenance_args,
     shell:
         "{params.launcher} -m assocmem train --threads {threads} --params {params.spec:q}"
-        " --store-dir {params.store_dir:q} --run-dir {params.run_dir:q} > {log:q} 2>&1"
+        " --store-dir {params.store_dir:q} --run-dir {params.run_dir:q} {params.io} > {log:q} 2>&1"

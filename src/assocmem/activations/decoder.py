@@ -32,7 +32,7 @@ from tqdm import tqdm
 from assocmem.activations.final_norm import final_norm_record
 from assocmem.activations.splits import ChunkSplit, dump_splits, plan_splits
 from assocmem.errors import AssocmemError
-from assocmem.io import write_npy, write_parquet
+from assocmem.io import require_finite, write_npy, write_parquet
 from assocmem.model import DecoderLM, hidden_layer_names
 from assocmem.tokenstore import TokenStore
 
@@ -112,14 +112,23 @@ def _chunk_split(model: DecoderLM, store: TokenStore, *, n_chunks: int, chunk_le
     return chunks, batches, {**info, "chunking": chunking_description(store, chunk_len)}
 
 
+def check_states(states: np.ndarray, model_name: str, split: str) -> None:
+    """Refuse NaN or inf hidden states (a diverged model) instead of writing them, naming the model."""
+    require_finite(states, f"the {split} hidden states of model {model_name}",
+                   "the model diverged (its weights or activations overflow): retrain it with a lower train.lr or a "
+                   "tighter train.grad_clip (the same settings give the same model), then rerun")
+
+
 def dump_decoder_activations(model: DecoderLM, store_dir: Path, out_dir: Path, *, heldout_split: str | None,
                              n_chunks: int, chunk_len: int, layers: str, batch_size: int, seed: int,
                              label: str = "", radius_chunks: int | None = None,
-                             checkpoint: str = "final") -> dict[str, Any]:
+                             checkpoint: str = "final", model_file: Path | None = None) -> dict[str, Any]:
     """Training chunks from the store's (subset's) train split, held-out chunks from ``heldout_split``
     (default: the store's held-out role), and the radius test's sample of ``radius_chunks`` training chunks (last
     layer; None: the training dump's); writes ``train``/``heldout``/``radius`` arrays, indexes and ``meta.json``,
-    which names the ``checkpoint`` the model's weights come from ("best" or "final")."""
+    which names the ``checkpoint`` the model's weights come from ("best" or "final"). NaN or inf states are
+    refused, naming ``model_file`` and ``label`` (:func:`check_states`)."""
+    model_name = f"{model_file or '(given in memory)'}" + (f" ({label})" if label else "")
     model.eval()
     plan = plan_splits(store_dir, heldout_split, seed)
     layer_ids = layer_selection(model.cfg.n_layer, layers)
@@ -132,6 +141,7 @@ def dump_decoder_activations(model: DecoderLM, store_dir: Path, out_dir: Path, *
         chunks, batches, info = _chunk_split(model, split.store, n_chunks=n_chunks, chunk_len=chunk_len,
                                              batch_size=batch_size, seed=split.seed)
         states = gather_states(model, batches, n_chunks, layer_ids, desc=f"activations {label} {split.name}".strip())
+        check_states(states, model_name, split.name)
         write_npy(out_dir / f"{split.name}.npy", states)
         write_parquet(out_dir / f"{split.name}.index.parquet", chunks)
         return info
@@ -141,6 +151,7 @@ def dump_decoder_activations(model: DecoderLM, store_dir: Path, out_dir: Path, *
                                              batch_size=batch_size, seed=split.seed + 2)
         states = gather_states(model, batches, radius_chunks, [len(names) - 1],
                                desc=f"activations {label} radius".strip())
+        check_states(states, model_name, "radius")
         write_npy(out_dir / "radius.npy", states)
         write_parquet(out_dir / "radius.index.parquet", chunks)
         return {**info, "layer": names[-1]}

@@ -45,7 +45,7 @@ from assocmem.activations.hf_models import (
 )
 from assocmem.activations.splits import ChunkSplit, dump_splits, plan_splits
 from assocmem.errors import AssocmemError
-from assocmem.io import atomic_path, read_json, write_json, write_parquet
+from assocmem.io import atomic_path, read_json, require_finite, write_json, write_parquet
 
 _FORMAT_VERSION = 1
 logger = logging.getLogger(__name__)
@@ -257,8 +257,9 @@ def _run_batches(
     try:
         for first, batch in _iter_batches(chunks, done, batch_size):
             chunk_len = _check_batch(batch, first, total, chunk_len, max_len, vocab)
-            states = recorder(torch.from_numpy(batch).to(device))
-            out[:, first : first + len(batch)] = states.numpy()
+            states = recorder(torch.from_numpy(batch).to(device)).numpy()
+            _check_states(states, signature, first)
+            out[:, first : first + len(batch)] = states
             out.flush()
             done = first + len(batch)
             write_json(paths["progress"], {"done": done, "signature": signature})
@@ -278,6 +279,13 @@ def _run_batches(
         "chunks_per_s": n_run / seconds if seconds > 0 else float("nan"),
         "tokens_per_s": n_run * (chunk_len or 0) / seconds if seconds > 0 else float("nan"),
     }
+
+
+def _check_states(states: np.ndarray, signature: dict[str, Any], first: int) -> None:
+    """NaN or inf hidden states are refused, not written, naming the model and the chunks."""
+    where = f"chunk rows {first}..{first + states.shape[1] - 1}"
+    require_finite(states, f"hidden states of model {signature['model_name']} on {where}",
+                   f"the model overflows in {signature['dtype']} (float32 avoids that) or its weights are not finite")
 
 
 def _check_batch(

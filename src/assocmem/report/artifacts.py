@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -10,13 +11,20 @@ import numpy as np
 import pandas as pd
 
 from assocmem import layout
-from assocmem.config import evaluated_runs
+from assocmem.config import evaluated_runs, run_settings
 from assocmem.dataset_kinds import kind_of
 from assocmem.io import load_npy, read_json, read_table
 from assocmem.sweep.analysis import from_json
-
-EVAL_ROW_COLUMNS = ("row", "nll", "tokens")
-RADIUS_COLUMNS = ("set", "fraction", "n_patterns", "query", "distance")
+from assocmem.tables import (
+    EVAL_ROW_COLUMNS,
+    METRIC_COLUMNS,
+    NN_HELDOUT_COLUMNS,
+    NN_SELF_COLUMNS,
+    NN_SUMMARY_COLUMNS,
+    RADIUS_COLUMNS,
+    check_neighbour_tables,
+    check_train_tables,
+)
 
 
 @dataclass
@@ -85,26 +93,42 @@ class Experiment:
         return [run for run in self.runs if run.trained]
 
 
-def load_run(results: Path, exp: str, model: str, fraction: float | None, evaluated: bool = False) -> Run:
-    """A trained run (fraction given) or a pretrained model (fraction None); ``evaluated``: the evaluate stage ran
-    on it."""
+def load_run(results: Path, exp: str, exp_cfg: dict[str, Any], model: str, fraction: float | None,
+             evaluated: bool = False) -> Run:
+    """A trained run (fraction given) or a pretrained model (fraction None) of experiment ``exp`` (its config
+    ``exp_cfg``), every table checked against what its producer wrote (:func:`check_run_tables`); ``evaluated``:
+    the evaluate stage ran on it."""
     subset = layout.subset_name(fraction) if fraction is not None else layout.PRETRAINED_SUBSET
     trained = fraction is not None
 
     def at(name: str) -> Path:
         return layout.path(results, name, exp=exp, model=model, subset=subset)
 
-    return Run(
+    run = Run(
         exp=exp, model=model, subset=subset, fraction=fraction if trained else 1.0,
-        metrics=read_table(at("metrics")) if trained else None,
+        metrics=read_table(at("metrics"), columns=METRIC_COLUMNS) if trained else None,
         summary=read_json(at("summary")) if trained else None,
         act_meta=read_json(at("acts_meta")), act_dir=at("acts_meta").parent,
-        nn_summary=read_table(at("nn_summary")), nn_self=read_table(at("nn_self")),
-        nn_heldout=read_table(at("nn_heldout")), radius=read_table(at("nn_radius"), columns=RADIUS_COLUMNS),
-        radius_meta=read_json(at("nn_radius_meta")),
+        nn_summary=read_table(at("nn_summary"), columns=NN_SUMMARY_COLUMNS),
+        nn_self=read_table(at("nn_self"), columns=NN_SELF_COLUMNS),
+        nn_heldout=read_table(at("nn_heldout"), columns=NN_HELDOUT_COLUMNS),
+        radius=read_table(at("nn_radius"), columns=RADIUS_COLUMNS), radius_meta=read_json(at("nn_radius_meta")),
         eval_rows=read_table(at("eval_rows"), columns=EVAL_ROW_COLUMNS) if trained else None,
         evaluation=read_json(at("evaluation")) if evaluated else None,
     )
+    check_run_tables(run, exp_cfg, at)
+    return run
+
+
+def check_run_tables(run: Run, exp_cfg: dict[str, Any], at: Callable[[str], Path]) -> None:
+    """Each table of the run holds the rows its producer wrote (:mod:`assocmem.tables`): a damaged, cut or
+    shortened one is refused, naming it, instead of changing a figure."""
+    tables = {"nn_summary": run.nn_summary, "nn_self": run.nn_self, "nn_heldout": run.nn_heldout,
+              "nn_radius": run.radius}
+    check_neighbour_tables(tables, run.act_meta, run.radius_meta, exp_cfg["neighbours"], at)
+    if run.trained:
+        eval_interval = run_settings(exp_cfg, run.model)[1]["eval_interval"]
+        check_train_tables(run.metrics, run.eval_rows, run.summary, eval_interval, at)
 
 
 def load_experiments(results_dir: Path, config: dict[str, Any]) -> list[Experiment]:
@@ -126,8 +150,8 @@ def load_experiments(results_dir: Path, config: dict[str, Any]) -> list[Experime
             experiments.append(experiment)
             continue
         evaluated = set(evaluated_runs(exp_cfg))
-        experiment.runs = [load_run(results, name, model, f, (model, f) in evaluated) for model in exp_cfg["models"]
-                           for f in fractions]
-        experiment.runs += [load_run(results, name, model, None) for model in exp_cfg["pretrained"]]
+        experiment.runs = [load_run(results, name, exp_cfg, model, f, (model, f) in evaluated)
+                           for model in exp_cfg["models"] for f in fractions]
+        experiment.runs += [load_run(results, name, exp_cfg, model, None) for model in exp_cfg["pretrained"]]
         experiments.append(experiment)
     return experiments

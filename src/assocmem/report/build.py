@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import platform
+from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,7 @@ from typing import Any
 import pandas as pd
 import yaml
 
+from assocmem import layout
 from assocmem.dataset_kinds import kind_of
 from assocmem.io import write_text
 from assocmem.report import claims, figures
@@ -42,14 +44,17 @@ def package_versions() -> dict[str, str]:
     return versions
 
 
-def stage_timings(results_dir: Path) -> pd.DataFrame:
+def stage_timings(results_dir: Path, benchmarks: Sequence[str]) -> pd.DataFrame:
+    """Wall time and peak RSS of the current config's jobs: the benchmark files named in ``benchmarks`` (each rule's
+    `benchmark:` name, listed by the workflow) that exist; a dropped job's file left in the directory is not read."""
     rows = []
-    for path in sorted((results_dir / "benchmarks").rglob("*.tsv")):
-        frame = pd.read_csv(path, sep="\t")
+    for name in sorted(benchmarks):
+        path = Path(results_dir) / layout.TEMPLATES["benchmark"].format(name=name)
+        frame = pd.read_csv(path, sep="\t") if path.is_file() else pd.DataFrame()
         if frame.empty:
             continue
-        rows.append({"stage": path.relative_to(results_dir / "benchmarks").with_suffix("").as_posix(),
-                     "seconds": float(frame["s"].iloc[-1]), "max_rss_mb": float(frame["max_rss"].iloc[-1])})
+        rows.append({"stage": name, "seconds": float(frame["s"].iloc[-1]),
+                     "max_rss_mb": float(frame["max_rss"].iloc[-1])})
     return pd.DataFrame(rows, columns=["stage", "seconds", "max_rss_mb"])
 
 
@@ -190,7 +195,10 @@ def neighbour_section(exp: Experiment, fig_dir: Path) -> Section:
     return section
 
 
-def provenance_section(config: dict[str, Any], experiments: list[Experiment], results_dir: Path) -> Section:
+def provenance_section(config: dict[str, Any], experiments: list[Experiment], results_dir: Path,
+                       benchmarks: Sequence[str]) -> Section:
+    """Package versions, data checksums, the timings of the current config's jobs (``benchmarks``: their names) and
+    the config."""
     section = Section("Provenance")
     versions = package_versions()
     section.tables.append(markdown_table(["package", "version"], [[k, v] for k, v in versions.items()]))
@@ -198,7 +206,7 @@ def provenance_section(config: dict[str, Any], experiments: list[Experiment], re
                      for name, digest in sorted(exp.manifest.get("sha256", {}).items())]
     if checksum_rows:
         section.tables.append(markdown_table(["experiment", "file", "sha256"], checksum_rows))
-    timings = stage_timings(results_dir)
+    timings = stage_timings(results_dir, benchmarks)
     if not timings.empty:
         section.tables.append(markdown_table(["stage", "wall time (s)", "peak RSS (MB)"], timings.values.tolist()))
         section.paragraphs.append(f"Sum of stage wall times: {timings['seconds'].sum():.1f} s; "
@@ -256,7 +264,8 @@ def build_report(params: dict[str, Any], results_dir: Path, out_dir: Path) -> li
             sections.append(training_section(exp, fig_dir))
         sections.append(neighbour_section(exp, fig_dir))
     sections += theory_sections(checks, fig_dir)
-    sections.append(provenance_section(config, evidence.experiments, Path(results_dir)))
+    # the workflow lists the current jobs' benchmark names (report.smk); a report built outside it lists none
+    sections.append(provenance_section(config, evidence.experiments, Path(results_dir), params.get("benchmarks", [])))
     title = report_cfg["title"]
     write_text(out_dir / "checks.json", checks_json(checks, evidence.convergence_records()))
     write_text(out_dir / "report.md", render_markdown(title, checks, sections, out_dir))

@@ -13,6 +13,7 @@ import pandas as pd
 from assocmem import layout
 from assocmem.io import read_json, read_table
 from assocmem.stats import clustered_ce
+from assocmem.tables import EVAL_ROW_COLUMNS, METRIC_COLUMNS, check_train_tables
 
 LAST_EVALS = 5  # evaluations whose spread measures the noise of a converged run's validation CE
 
@@ -68,8 +69,10 @@ def read_cells(results_dir: Path, exp: str, runs: list[SweepRunSpec]) -> pd.Data
         def at(name: str, run: SweepRunSpec = run) -> Path:
             return layout.path(results_dir, name, exp=exp, model=run.label, subset=run.subset)
 
-        rows.append(cell_row(run, read_table(at("metrics"), columns=("step", "val_ce", "train_eval_ce")),
-                             read_json(at("summary")), read_table(at("eval_rows"), columns=("nll", "tokens"))))
+        metrics, summary = read_table(at("metrics"), columns=METRIC_COLUMNS), read_json(at("summary"))
+        eval_rows = read_table(at("eval_rows"), columns=EVAL_ROW_COLUMNS)
+        check_train_tables(metrics, eval_rows, summary, run.eval_interval, at)  # no cut or shortened table
+        rows.append(cell_row(run, metrics, summary, eval_rows))
     return pd.DataFrame(rows)
 
 

@@ -13,6 +13,7 @@ from assocmem.activations.hf import dump_hf_activations
 from assocmem.activations.hf_models import final_norm_module, load_causal_lm
 from assocmem.activations.splits import dump_splits, plan_splits
 from assocmem.corpus.bpe import get_tokenizer
+from assocmem.errors import AssocmemError
 from assocmem.io import read_json
 from assocmem.model import DecoderLM, ModelConfig
 from assocmem.subsets import make_subset
@@ -159,3 +160,18 @@ def test_the_radius_sample_is_the_training_dumps_last_layer_unless_a_larger_one_
         prefix = torch.from_numpy(store.sequence(row.seq_row)[: row.position + 1])[None]
         _, hidden = model(prefix, return_hidden=True)
         np.testing.assert_allclose(sample[0, row.row], hidden[-1][0, -1].detach().numpy(), atol=1e-5)
+
+
+def test_a_diverged_model_is_refused_naming_its_file_and_nothing_is_written(tmp_path):
+    token_dir = make_token_dir(tmp_path)
+    model = tiny_decoder(TokenStore(token_dir, "train").vocab_size)
+    with torch.no_grad():
+        model.ln_f.weight[3] = float("nan")
+    model_file = tmp_path / "train" / "tiny" / "pct100" / "best.pt"
+    with pytest.raises(AssocmemError) as err:
+        dump_decoder_activations(model, token_dir, tmp_path / "acts", heldout_split=None, n_chunks=5, chunk_len=1,
+                                 layers="last", batch_size=5, seed=0, label="tiny/pct100", model_file=model_file)
+    message = str(err.value)
+    assert f"the train hidden states of model {model_file} (tiny/pct100): 5 of 80 values are not finite" in message
+    assert "the model diverged" in message and "train.lr" in message
+    assert not (tmp_path / "acts" / "train.npy").exists() and not (tmp_path / "acts" / "meta.json").exists()

@@ -313,3 +313,16 @@ def test_gpt2_medium_shape(tmp_path):
         plain = model(torch.from_numpy(tokens[:1]), output_hidden_states=True).hidden_states[-1][0, -1]
     np.testing.assert_allclose(acts[0, 0], plain.numpy(), atol=1e-5)
     assert result["chunks_per_s"] > 0
+
+
+def test_non_finite_states_are_refused_naming_the_model(chunks, tmp_path):
+    model, _ = load_causal_lm({"config": SMALL, "seed": 0, "device": "cpu"})
+    with torch.no_grad():
+        model.transformer.ln_f.weight[0] = float("nan")
+    out = tmp_path / "acts.npy"
+    with pytest.raises(AssocmemError) as err:
+        dump_hf_chunk_activations(model, chunks, out, batch_size=4, progress=False)
+    message = str(err.value)
+    assert "hidden states of model random-init:gpt2 on chunk rows 0..3: 4 of 128 values are not finite" in message
+    assert "overflows in float32" in message
+    assert not out.exists()

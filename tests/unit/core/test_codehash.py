@@ -77,3 +77,10 @@ def test_a_change_moves_exactly_the_digests_of_the_stages_that_run_it(tmp_path):
         head, tail = text.split("def subsets(", 1)
         (root / "stages.py").write_text(head + "def subsets(" + tail.replace("make_subset(", "make_subset( ", 1))
     assert changed_stages(root, edit_subsets_stage) == {"subsets"}
+
+
+def test_an_editors_hidden_temporary_file_is_not_code(tmp_path):
+    """An editor or an atomic write leaves `.name.tmp` beside a module for a moment: no digest may read it (it
+    can vanish between listing and reading) or move because of it."""
+    root = copy_package(tmp_path)
+    assert changed_stages(root, lambda r: (r / ".train.py.4cf5cd13.tmp").write_text("half a file")) == set()

@@ -14,8 +14,8 @@ from assocmem.codehash import PACKAGE_DIR, module_closure, references
 # Each room may import only rooms of a lower level.
 LEVELS = (
     {"errors", "data", "layout"},
-    {"io", "runtime", "gemm", "codehash", "theory", "stats", "runlock"},
-    {"tokenstore", "model", "testing", "provenance"},
+    {"io", "runtime", "gemm", "codehash", "theory", "stats"},
+    {"tokenstore", "model", "testing", "provenance", "tables", "stamps", "runlock"},
     {"tokenwriter", "subsets"},
     {"qf", "corpus", "train", "activations", "knn", "sweep"},
     {"evaluation"},

@@ -1,11 +1,13 @@
-"""IVF option of the neighbours stage: results and measured recall."""
+"""IVF option of the neighbours stage: results and measured recall; the stage's refusal of non-finite inputs."""
 
 import json
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from assocmem import stages
+from assocmem.errors import AssocmemError
 from assocmem.knn import ivf_heldout_search, ivf_self_search, self_search
 
 
@@ -46,3 +48,22 @@ def test_stage_reports_recall(tmp_path):
     assert set(summary["protocol"]) == {"self", "heldout"}
     assert (summary["recall_at_k"] == 1.0).all() and (summary["method"] == "ivf").all()
     assert (tmp_path / "out" / "radius.parquet").exists()  # the radius test's searches are always exact
+
+
+def test_stage_refuses_non_finite_activations_naming_the_file(tmp_path):
+    acts = tmp_path / "qf" / "activations" / "tiny" / "pct100"
+    acts.mkdir(parents=True)
+    train = data(300, 8)[None]
+    train[0, 17, 3] = np.nan
+    np.save(acts / "train.npy", train)
+    np.save(acts / "heldout.npy", data(100, 8, seed=2)[None])
+    np.save(acts / "radius.npy", train)
+    meta = {"layers": ["final_ln"], "d_model": 8, "splits": {"train": {"n_chunks": 300}, "heldout": {"n_chunks": 100}},
+            "radius": {"n_chunks": 300}}
+    (acts / "meta.json").write_text(json.dumps(meta))
+    cfg = {"k": 3, "fractions": [1.0], "device": "cpu", "method": "exact"}
+    with pytest.raises(AssocmemError) as err:
+        stages.neighbours({"neighbours": cfg, "seed": 0, "threads": 1}, acts, tmp_path / "out")
+    assert str(err.value).startswith(f"{acts / 'train.npy'}: 1 of 2400 values are not finite (NaN or inf); a diverged "
+                                     f"model or a damaged file: delete {acts / 'train.npy'} and rerun")
+    assert not (tmp_path / "out").exists()

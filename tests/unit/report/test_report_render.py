@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from assocmem.report import claims, render
-from assocmem.report.build import numbers_tables, theory_sections
+from assocmem.report.build import numbers_tables, stage_timings, theory_sections
 from assocmem.report.figures import radius_star, save_figure
 from assocmem.report.render import (
     Section,
@@ -273,3 +273,17 @@ def test_report_tex_parses_with_the_vendored_katex(tmp_path):
 
 def test_radius_star_matches_the_paper():
     assert radius_star(1024) == pytest.approx(7.74, abs=0.01)
+
+
+def test_stage_timings_read_only_the_current_jobs_benchmarks(tmp_path):
+    """A benchmark left by a job the config no longer has (a dropped subset) is not in the provenance table."""
+    bench = tmp_path / "benchmarks" / "qf"
+    bench.mkdir(parents=True)
+    header = "s\th:m:s\tmax_rss\tmax_vms\n"
+    for name, seconds in (("train_tiny_pct100", 3.5), ("train_tiny_pct10", 1.25), ("tokenize", 0.5)):
+        (bench / f"{name}.tsv").write_text(header + f"{seconds}\t0:00:01\t120.5\t300\n")
+    current = ["qf/tokenize", "qf/train_tiny_pct100", "qf/neighbours_tiny_pct100"]  # the last one not run yet
+    timings = stage_timings(tmp_path, current)
+    assert timings["stage"].tolist() == ["qf/tokenize", "qf/train_tiny_pct100"]
+    assert timings["seconds"].tolist() == [0.5, 3.5] and timings["max_rss_mb"].tolist() == [120.5, 120.5]
+    assert stage_timings(tmp_path, []).empty

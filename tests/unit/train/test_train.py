@@ -8,6 +8,7 @@ from helpers import make_token_dir
 
 from assocmem.errors import AssocmemError
 from assocmem.model import ModelConfig
+from assocmem.tables import check_train_tables, metric_rows
 from assocmem.tokenstore import TokenStore, data_fingerprint
 from assocmem.train import (
     IGNORE,
@@ -238,3 +239,23 @@ def test_a_killed_run_ends_with_the_same_best_pt_after_its_outputs_were_deleted(
     assert (tmp_path / "killed" / "best.inprogress.pt").exists() and not (tmp_path / "killed" / "best.pt").exists()
     make_job(tmp_path, "killed", max_steps=12, eval_interval=2, checkpoint_interval=5).run()
     assert (tmp_path / "killed" / "best.pt").read_bytes() == (tmp_path / "whole" / "best.pt").read_bytes()
+
+
+@pytest.mark.parametrize(("max_steps", "patience"), [(10, None), (12, None), (400, 2)],
+                         ids=["last step off the interval", "last step on it", "stopped early"])
+def test_metrics_and_eval_rows_hold_the_rows_their_readers_expect(tmp_path, max_steps, patience):
+    """assocmem.tables restates when metrics rows are written and records the eval rows: hold it to the trainer."""
+    summary = make_job(tmp_path, max_steps=max_steps, eval_interval=4, lr=0.05,
+                       early_stopping_patience=patience).run()
+
+    def at(name: str):
+        return tmp_path / "run" / {"metrics": "metrics.csv", "eval_rows": "eval_rows.parquet"}.get(name, name)
+
+    metrics, rows = pd.read_csv(at("metrics")), pd.read_parquet(at("eval_rows"))
+    assert len(metrics) == metric_rows(summary["steps"], 4) and summary["eval_rows"] == len(rows) > 0
+    assert summary["stopped_early"] == (patience is not None)
+    check_train_tables(metrics, rows, summary, 4, at)
+    with pytest.raises(AssocmemError, match=r"metrics\.csv has \d+ rows, expected \d+ \(an evaluation every 4 steps"):
+        check_train_tables(metrics.iloc[:-1], rows, summary, 4, at)
+    with pytest.raises(AssocmemError, match=r"eval_rows\.parquet has \d+ rows, expected \d+ \(the validation rows"):
+        check_train_tables(metrics, rows.iloc[1:], summary, 4, at)
