@@ -36,10 +36,21 @@ STAGES: dict[str, tuple[Callable[..., Any], tuple[str, ...], str]] = {
                                "Fig. 2 protocol on a pretrained HF causal LM"),
     "neighbours": (stages.neighbours, ("act-dir", "out-dir"), "exact k-NN distances (faiss)"),
     "evaluate": (stages.evaluate, ("model", "store-dir", "out-dir"),
-                 "CE on large evaluation sets, with and without <eos>"),
+                 "a model's CE with and without <eos> (without --params: on a file or a store split, see "
+                 "`evaluate --help`)"),
     "sweep": (stages.sweep, ("results-dir", "out-dir"), "a scaling sweep's analyses (boundary exponent, power)"),
     "report": (stages.report, ("results-dir", "out-dir"), "build the bound-verification report"),
 }
+# commands for a trained model: assocmem.use.cli parses and runs them, imported for them only (no stage runs it);
+# `evaluate` is one of them when it has no --params
+USER_COMMANDS = {"sample": "generate sequences from a trained model (see `sample --help`)",
+                 "tensorboard": "write the training curves as TensorBoard event files (see `tensorboard --help`)"}
+
+
+def is_user_command(argv: list[str]) -> bool:
+    if argv[:1] == ["evaluate"]:
+        return not any(arg == "--params" or arg.startswith("--params=") for arg in argv)
+    return bool(argv) and argv[0] in USER_COMMANDS
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -47,8 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="stage", required=True)
     p = sub.add_parser("validate-config", help="validate a config file and print it with defaults")
     p.add_argument("config", type=Path)
-    p.add_argument("--schema", type=Path, default=Path("workflow/schemas/config.schema.yaml"),
-                   help="the workflow's config schema (default: %(default)s, relative to the repository root)")
+    p.add_argument("--schema", type=Path, help="a config schema to validate against (default: the one shipped with "
+                                               "the package, which workflow/schemas/config.schema.yaml links to)")
     p = sub.add_parser("record-results", help="record a measured run (checks.json, timings, stage lines) as JSON "
                                               "for docs/results/ (assocmem.report.record)")
     p.add_argument("--checks", type=Path, required=True, help="the run's results/report/checks.json")
@@ -63,8 +74,11 @@ def build_parser() -> argparse.ArgumentParser:
                                       "provenance stamp: sha256, settings, code)")
     p.add_argument("results_dir", type=Path, nargs="?", default=Path("results"))
     p = sub.add_parser("run", help="check config files (file and line on errors), then run snakemake with the "
-                                   "same arguments, e.g. `python -m assocmem run --cores all --configfile X`")
+                                   "same arguments, e.g. `python -m assocmem run --cores all --configfile X`; "
+                                   "`--set a.b.c=VALUE` (repeatable) overrides any config key, validated")
     p.add_argument("snakemake_args", nargs=argparse.REMAINDER)
+    for name, text in USER_COMMANDS.items():  # listed here for --help only
+        sub.add_parser(name, help=text)
     for name, (_, paths, text) in STAGES.items():
         p = sub.add_parser(name, help=text)
         p.add_argument("--params", required=True, help="JSON of the config keys this stage depends on")
@@ -128,12 +142,13 @@ def format_duration(seconds: float) -> str:
     return f"{minutes} m {secs:02d} s" if minutes else f"{seconds:.1f} s"
 
 
-def _print_config(path: Path, schema: Path) -> None:
+def _print_config(path: Path, schema: Path | None) -> None:
     import yaml
 
     from assocmem.config import load_config, load_schema
+    from assocmem.schemas import config_schema_path
 
-    print(yaml.safe_dump(load_config(path, load_schema(schema)), sort_keys=False))
+    print(yaml.safe_dump(load_config(path, load_schema(schema or config_schema_path())), sort_keys=False))
 
 
 def _record_results(args: argparse.Namespace) -> None:
@@ -160,17 +175,39 @@ def config_files(snakemake_args: list[str]) -> list[Path]:
     return files
 
 
-def run_snakemake(snakemake_args: list[str]) -> None:
-    """Validate every config file with errors that name file, line and key, then hand over to snakemake."""
-    from assocmem.config import load_config, load_schema
+def workflow_schema(snakefile: Path) -> Path:
+    """The schema the workflow of ``snakefile`` validates against, else the one shipped with the package."""
+    from assocmem.schemas import config_schema_path
 
-    args = list(snakemake_args)
+    beside = snakefile.parent / "workflow" / "schemas" / "config.schema.yaml"
+    return beside if beside.is_file() else config_schema_path()
+
+
+def snakemake_argv(snakemake_args: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
+    """Snakemake's arguments for ``assocmem run`` and the run's configs. Every config file is validated (errors
+    name file, line and key); ``--set`` overrides become the merged config's file, passed as the last
+    ``--configfile`` (``assocmem.overrides``)."""
+    from assocmem import overrides
+    from assocmem.config import load_config, load_schema, read_config_file
+    from assocmem.runlock import work_directory
+
+    args, sets = overrides.split_set_args(snakemake_args)
     if "-s" not in args and "--snakefile" not in args:
         args = ["-s", str(Path("Snakefile").resolve()), *args]
     snakefile = Path(args[args.index("-s" if "-s" in args else "--snakefile") + 1])
-    schema = load_schema(snakefile.parent / "workflow" / "schemas" / "config.schema.yaml")
+    schema = load_schema(workflow_schema(snakefile))
     files = config_files(args) or [snakefile.parent / "config" / "config.yaml"]
     configs = [load_config(path, schema) for path in files]
+    if sets:
+        merged = overrides.overridden_config([read_config_file(path) for path in files], sets, schema)
+        args += ["--configfile", str(overrides.write_overrides(merged, work_directory(args), files, sets))]
+        configs.append(merged)
+    return args, configs
+
+
+def run_snakemake(snakemake_args: list[str]) -> None:
+    """Validate every config file with errors that name file, line and key, then hand over to snakemake."""
+    args, configs = snakemake_argv(snakemake_args)
     _refuse_changed_outputs(results_directory(args, configs))
     _clear_stale_lock(args)
     os.execvp(sys.executable, [sys.executable, "-m", "snakemake", *args])
@@ -228,6 +265,10 @@ def main(argv: list[str] | None = None) -> int:
     # faiss's loader logs each optional SIMD build it probes for and does not find as an INFO traceback
     logging.getLogger("faiss.loader").setLevel(logging.WARNING)
     argv = sys.argv[1:] if argv is None else argv
+    if is_user_command(argv):
+        from assocmem.use.cli import main as use_main
+
+        return use_main(argv)
     # `run` passes everything after it to snakemake untouched (argparse would try to read its options)
     args = argparse.Namespace(stage="run") if argv[:1] == ["run"] else build_parser().parse_args(argv)
     start = time.perf_counter()

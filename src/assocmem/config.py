@@ -1,5 +1,6 @@
 """Load and validate the workflow configuration against its JSON schema (``workflow/schemas/config.schema.yaml``,
-passed in by the workflow or by ``assocmem validate-config --schema``).
+a link to the package's ``assocmem/schemas/config.schema.yaml``; passed in by the workflow, or by the command line:
+``assocmem.schemas.config_schema_path()`` unless ``validate-config --schema`` names another).
 
 Validation fills in the schema's defaults and reports *every* problem at once, each one naming the key
 path (``experiments.qf.subsets.fractions[0]``), before any job runs.

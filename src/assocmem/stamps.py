@@ -6,7 +6,8 @@ line after the stage returns, so a killed job never leaves one. It records:
 - the job: its rule and directory under the results directory (``activations qf/activations/L2/pct1``);
 - a sha256 of the settings the job ran with (its ``--params``) and the digest of the stage's code;
 - each output file's sha256, size and modification time;
-- the content digest of the stamps of the jobs it read (its upstream), so a stale chain is seen.
+- the content digest of the stamps of the jobs it read (its upstream, by path under the results directory),
+  so a stale chain is seen.
 
 A consumer receives from the workflow what each upstream stamp must say (the job, the settings' and the code's
 digests that the current config and checkout imply, and which of its files the consumer reads) and refuses a
@@ -25,7 +26,7 @@ from typing import Any
 
 from assocmem.errors import AssocmemError
 from assocmem.io import read_json, rebuild_hint, sha256_file, write_json
-from assocmem.layout import job_id
+from assocmem.layout import TEMPLATES, job_id, match
 
 VERSION = 1
 SHORT = 12  # hex digits of a digest a consumer is told to expect (the command line stays short)
@@ -64,8 +65,19 @@ def write_stamp(stamp: str | Path, rule: str, params: dict[str, Any], code: str,
              if Path(path).is_file() and Path(path).resolve() != stamp.resolve()}
     record = {"version": VERSION, "job": job_id(rule, stamp), "params_sha256": params_digest(params), "code": code,
               "params": params, "files": dict(sorted(files.items())),
-              "upstream": {str(path): content_digest(read_stamp(Path(path))) for path in sorted(map(str, upstream))}}
+              "upstream": {relative_to_results(Path(path)): content_digest(read_stamp(Path(path)))
+                           for path in sorted(map(str, upstream))}}
     write_json(stamp, record)
+
+
+def relative_to_results(path: Path) -> str:
+    """A stamp's path under its results directory (stamps record their upstream so, and stay valid when the
+    results directory is moved or copied whole)."""
+    found = match(path)
+    if found is None:
+        raise AssocmemError(f"{path} is not a provenance stamp of the results layout")
+    name, fields, _ = found
+    return TEMPLATES[name].format(**fields)
 
 
 def read_stamp(stamp: Path) -> dict[str, Any]:
@@ -127,8 +139,10 @@ def file_problem(path: Path, record: dict[str, Any], *, full: bool) -> str | Non
 
 def upstream_problem(stamp: Path, record: dict[str, Any]) -> str | None:
     """Why the job behind ``stamp`` is stale against the upstream stamps it read, or None."""
+    found = match(stamp)
+    results_dir = found[2] if found else stamp.parent
     for path, digest in (record.get("upstream") or {}).items():
-        upstream = Path(path)
+        upstream = results_dir / path
         if upstream.is_file() and content_digest(read_stamp(upstream)) != digest:
             return (f"{stamp.parent} was built from other outputs of {upstream.parent} than the ones there now "
                     f"(the upstream job reran or its files were replaced, and this job did not rerun); "

@@ -91,6 +91,7 @@ def test_bad_corpus_paths_fail_before_any_job(tmp_path, paths, expected):
     path.write_text(yaml.safe_dump(corpus_config(tmp_path, paths)))
     result = snakemake(tmp_path, "--cores", "1", config=path, check=False, timeout=120)
     assert result.returncode != 0 and expected in result.stdout + result.stderr
+    assert "Traceback" not in result.stdout + result.stderr
 
 
 def test_chunk_longer_than_the_context_fails_before_any_job(tmp_path):
@@ -100,6 +101,7 @@ def test_chunk_longer_than_the_context_fails_before_any_job(tmp_path):
     (tmp_path / "corpus.yaml").write_text(yaml.safe_dump(config))
     result = snakemake(tmp_path, "--cores", "1", config=tmp_path / "corpus.yaml", check=False, timeout=120)
     assert "experiments.web.activations.chunk_len: 64 exceeds the context of model tiny" in result.stderr
+    assert result.returncode != 0 and "Traceback" not in result.stdout + result.stderr
 
 
 def assocmem_run(tmp_path: Path, config: Path) -> subprocess.CompletedProcess:
@@ -113,6 +115,7 @@ def test_yaml_syntax_error_names_file_and_line(tmp_path):
     bad.write_text("seed: 1\nexperiments:\n  qf: {dataset: {name: question_formation}\n")
     result = assocmem_run(tmp_path, bad)
     assert result.returncode == 2 and f"config file {bad}, line 4, column 1: not valid YAML" in result.stderr
+    assert "Traceback" not in result.stderr
 
 
 def _test_yaml_text() -> str:
@@ -135,6 +138,7 @@ def test_config_files_are_read_strictly_by_the_workflow_and_by_assocmem_run(tmp_
     for result in (snakemake(tmp_path, "-n", config=path, check=False, timeout=120), assocmem_run(tmp_path, path)):
         output = result.stdout + result.stderr
         assert result.returncode != 0 and expected in output and f"config file {path}" in output
+        assert "Traceback" not in output
     assert not (tmp_path / "results").exists()
 
 
@@ -344,6 +348,7 @@ def test_bad_corpus_file_fails_tokenize_naming_it(tmp_path, content, expected):
     result = snakemake(tmp_path, "--cores", "1", "results/web/data/tokens/meta.json",
                        config=tmp_path / "corpus.yaml", check=False, timeout=300)
     assert result.returncode != 0 and f"corpus file doc.txt {expected}" in result.stdout + result.stderr
+    assert "Traceback" not in result.stdout + result.stderr
 
 
 def test_full_disk_is_named_and_leaves_no_file(tmp_path, monkeypatch):

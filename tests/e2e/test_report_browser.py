@@ -194,6 +194,18 @@ def test_toc_stays_on_screen_and_jumps_to_a_claim(browser_page, state):
     assert abs(toc_top) < 1, "the table of contents scrolled away"
 
 
+def test_the_run_header_the_toy_banner_and_the_regime_column_are_shown(browser_page):
+    """Issue 29: the page says when and from what it was built, that a toy config is no evidence, and each run's
+    regime; all visible on the first screen or in the training table."""
+    page, _, _ = browser_page
+    header = page.locator("table.run-header")
+    assert header.is_visible() and {"built", "code", "config", "host", "packages"} <= set(
+        header.locator("th").all_inner_texts())
+    assert page.locator(".toy-banner").is_visible()
+    assert page.locator(".toy-banner").bounding_box()["y"] < VIEWPORT["height"]
+    assert page.locator("th", has_text="regime").count() >= 1
+
+
 def test_missing_chromium_skips_with_the_reason(monkeypatch):
     monkeypatch.setattr(shutil, "which", lambda name: None)
     monkeypatch.setattr(os, "geteuid", lambda: 1000)

@@ -335,8 +335,22 @@ METRIC_COLUMNS = ["step", "lr", "train_loss", "train_eval_ce", "val_ce"]
 
 
 def deterministic_outputs(results: Path) -> list[str]:
-    found = {p for pattern in DETERMINISTIC_GLOBS for p in results.glob(pattern) if p.is_file()}
+    """The byte-reproducible outputs; provenance stamps record file times, so stamp_contents compares them."""
+    found = {p for pattern in DETERMINISTIC_GLOBS for p in results.glob(pattern)
+             if p.is_file() and not p.name.endswith("provenance.json")}
     return sorted(str(p.relative_to(results)) for p in found)
+
+
+def stamp_contents(results: Path) -> dict[str, tuple]:
+    """What each stamp says about its job and files (its settings name paths under the results directory, which
+    differs between the two runs)."""
+    from assocmem import stamps
+
+    records = {stamp.relative_to(results).as_posix(): json.loads(stamp.read_text())
+               for stamp in stamps.find_stamps(results)
+               if stamp.relative_to(results).parts[1] in ("data", "activations", "neighbours")}
+    return {name: (record["job"], record["code"], {file: entry["sha256"] for file, entry in record["files"].items()})
+            for name, record in records.items()}
 
 
 def model_weights_equal(a: Path, b: Path) -> bool:
@@ -361,6 +375,7 @@ def test_pipeline_test_config_on_slurm_matches_a_local_run(cluster, tmp_path):
     names = deterministic_outputs(tmp_path / "local")
     assert len(names) >= 20 and names == deterministic_outputs(tmp_path / "slurm")
     assert sha256_tree(tmp_path / "slurm", names) == sha256_tree(tmp_path / "local", names)
+    assert stamp_contents(tmp_path / "slurm") == stamp_contents(tmp_path / "local")
     models = sorted((tmp_path / "local").glob("*/train/*/*/model.pt"))
     assert models
     for model in models:

@@ -31,6 +31,11 @@ def test_report_artifacts(finished_run):
     html = (report / "index.html").read_text()
     assert "data:image/png;base64," in html and "<img src=\"figures/" not in html  # self-contained
     assert not (finished_run / "results" / ".assocmem-run.json").exists()  # the run released its results_dir
+    # issue 29: the run header (commit, this config file, host, packages), the toy banner, the regime column
+    markdown = (report / "report.md").read_text()
+    for page in (html, markdown):
+        assert "Toy configuration" in page and "config/test.yaml (sha256 " in page and "torch 2." in page
+        assert "| regime |" in markdown and "converged" in page
 
 
 def test_checks_hold_real_numbers(finished_run):

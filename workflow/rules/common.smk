@@ -62,6 +62,9 @@ def _shell_path(path):
 # quotes, `;` or `$( )` is a path, never a command.
 _SRC = _shell_path(Path(workflow.basedir) / "src")
 _INDUCTOR_CACHE = _shell_path(Path(R).resolve() / ".cache" / "torchinductor")
+_CONFIG_FILES = _shell_path(
+    json.dumps([str(path) for path in workflow.config_settings.configfiles])
+)
 # The package is run from this checkout, so rules work in any environment that has the dependencies
 # (the installed one, or workflow/envs/assocmem.yaml under --use-conda).
 shell.prefix(
@@ -73,6 +76,9 @@ shell.prefix(
     # (benchmarks/README.md); glibc reads this at process start, so it is set here. A user's value wins.
     f"export GLIBC_TUNABLES=${{{{GLIBC_TUNABLES:-glibc.malloc.mmap_threshold=33554432:"
     f"glibc.malloc.trim_threshold=1073741824:glibc.malloc.mmap_max=0}}}}; "
+    # the report's run header names the run's config files; a variable, not a param, so that the same config read
+    # from another path (a moved checkout) reruns nothing
+    f"export ASSOCMEM_CONFIG_FILES={_CONFIG_FILES}; "
     # torch.compile (train.compile) caches its kernels under the results directory
     f'if [ -z "${{{{TORCHINDUCTOR_CACHE_DIR:-}}}}" ]; then export TORCHINDUCTOR_CACHE_DIR={_INDUCTOR_CACHE}; fi; '
 )

@@ -5,6 +5,8 @@ The store batches ``windows`` (nanoGPT-style random windows over the token strea
 
 from __future__ import annotations
 
+import hashlib
+import json
 from pathlib import Path
 from typing import Any
 
@@ -32,13 +34,19 @@ def corpus_spec(dataset: dict[str, Any], seed: int) -> dict[str, Any]:
     return spec
 
 
-def tokenizer_spec(dataset: dict[str, Any], out_dir: Path) -> dict[str, Any]:
+def tokenizer_spec(dataset: dict[str, Any], out_dir: Path, order: dict[str, Any]) -> dict[str, Any]:
+    """The corpus tokenizer's spec. A byte-level BPE trained here lives in the store, named for what it was trained
+    on (the tokenizer settings and the corpus order, ``order``), so a changed config or corpus trains a new one and
+    a rerun of the same job reuses its own (never a file another run left in the working directory)."""
     tok = dataset["tokenizer"]
     if tok["kind"] == "tiktoken":
         return {"kind": "tiktoken", "encoding": tok["name"]}
     if tok["kind"] == "hf":
         return {"kind": "hf", "name": tok["name"]}
-    return {"kind": "bytelevel_bpe", "path": "tokenizer.json", "vocab_size": tok["vocab_size"]}  # in the store
+    trained_on = hashlib.sha256(json.dumps({"tokenizer": tok, "corpus": order}, sort_keys=True,
+                                           default=str).encode()).hexdigest()[:12]
+    return {"kind": "bytelevel_bpe", "path": str(out_dir / f"tokenizer-{trained_on}.json"),
+            "vocab_size": tok["vocab_size"]}
 
 
 def tokenize_text_corpus(dataset_cfg: dict[str, Any], seed: int, out_dir: Path) -> dict[str, Any]:
@@ -50,7 +58,7 @@ def tokenize_text_corpus(dataset_cfg: dict[str, Any], seed: int, out_dir: Path) 
     def docs(split: str):
         return iter_documents(dataset, text_column=column, split=split, val_ids=val_ids)
 
-    tokenizer = get_tokenizer(tokenizer_spec(dataset_cfg, out_dir), train_texts=docs("train"))
+    tokenizer = get_tokenizer(tokenizer_spec(dataset_cfg, out_dir, order), train_texts=docs("train"))
     runs = {}
     for split in SPLITS:
         meta = tokenize_corpus(docs(split), tokenizer, out_dir, split=split, num_proc=dataset_cfg["num_proc"],

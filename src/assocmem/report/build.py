@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import platform
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -15,8 +15,9 @@ from assocmem import layout
 from assocmem.dataset_kinds import kind_of
 from assocmem.io import write_text
 from assocmem.report import claims, figures
-from assocmem.report.artifacts import Experiment
+from assocmem.report.artifacts import Experiment, Run
 from assocmem.report.evidence import Evidence
+from assocmem.report.header import config_files_of_the_run, run_header
 from assocmem.report.render import (
     CE_UNIT,
     Section,
@@ -134,18 +135,23 @@ def data_section(exp: Experiment) -> Section:
     return section
 
 
-def training_section(exp: Experiment, fig_dir: Path) -> Section:
+def training_section(exp: Experiment, fig_dir: Path, regime: Callable[[Run], str]) -> Section:
+    """The training curves and one row per run, with its regime (converged, over-fitted, not converged: the rule
+    of report/convergence.py, which decides whether a claim may rest on the run)."""
     section = Section(f"Training curves: {exp.name} (Fig. 3/4 analogue)", toc_label=f"Training: {exp.name}")
     section.figures.append(figures.training_curves(exp, fig_dir))
     rows = []
     for run in exp.trained_runs:
         last = run.metrics.iloc[-1]
-        rows.append([run.model, run.subset, run.summary["n_params"], run.summary["subset"]["n_tokens"],
+        rows.append([run.model, run.subset, regime(run), run.summary["n_params"], run.summary["subset"]["n_tokens"],
                      last["train_loss"], last["train_eval_ce"], last["val_ce"], run.metrics["val_ce"].min()])
     ce = f"({CE_UNIT})"
     section.tables.append(markdown_table(
-        ["model", "subset", "parameters N", "train tokens", f"final train loss {ce}",
+        ["model", "subset", "regime", "parameters N", "train tokens", f"final train loss {ce}",
          f"final train CE, fixed sample {ce}", f"final val CE {ce}", f"best val CE {ce}"], rows))
+    section.paragraphs.append("Regime: the convergence rule's verdict on the run (see the loss-floor claim); only a "
+                              "converged run carries a claim about a loss level, an over-fitted one is read at its "
+                              "best checkpoint.")
     train = exp.config["train"]
     micro = train["micro_batch_size"] or train["batch_size"]
     unit = "windows of block_size tokens" if exp.floor is None else "sequences"
@@ -261,13 +267,16 @@ def build_report(params: dict[str, Any], results_dir: Path, out_dir: Path) -> li
             sections.append(sweep_section(exp, evidence.sweeps[exp.name], floor, fig_dir))
             continue
         if exp.trained_runs:
-            sections.append(training_section(exp, fig_dir))
+            sections.append(training_section(exp, fig_dir, lambda run: evidence.status(run).status))
         sections.append(neighbour_section(exp, fig_dir))
     sections += theory_sections(checks, fig_dir)
     # the workflow lists the current jobs' benchmark names (report.smk); a report built outside it lists none
     sections.append(provenance_section(config, evidence.experiments, Path(results_dir), params.get("benchmarks", [])))
     title = report_cfg["title"]
+    devices = sorted({str(run.summary.get("device", "n/a")) for exp in evidence.experiments
+                      for run in exp.trained_runs})
+    header = run_header(config, config_files_of_the_run(), devices, package_versions())
     write_text(out_dir / "checks.json", checks_json(checks, evidence.convergence_records()))
-    write_text(out_dir / "report.md", render_markdown(title, checks, sections, out_dir))
-    write_text(out_dir / "index.html", render_html(title, checks, sections))
+    write_text(out_dir / "report.md", render_markdown(title, checks, sections, out_dir, header))
+    write_text(out_dir / "index.html", render_html(title, checks, sections, header))
     return checks

@@ -21,6 +21,7 @@ from typing import Any
 from assocmem.errors import AssocmemError
 from assocmem.report import claims
 from assocmem.report.claims import VERDICTS
+from assocmem.report.header import RunHeader
 from assocmem.report.style import PNG_DPI
 
 # Dark Okabe-Ito hues: white bold text on them keeps a contrast ratio above 4.5 (WCAG AA).
@@ -221,9 +222,10 @@ def _markdown_section(section: Section, out_dir: Path) -> list[str]:
     return parts
 
 
-def render_markdown(title: str, checks: list[dict[str, Any]], sections: list[Section], out_dir: Path) -> str:
-    parts = [f"# {title}", "", INTRO, "", f'<a id="{SUMMARY_ANCHOR}"></a>', "", f"## {SUMMARY_TITLE}", "",
-             summary_table(checks), ""]
+def render_markdown(title: str, checks: list[dict[str, Any]], sections: list[Section], out_dir: Path,
+                    header: RunHeader | None = None) -> str:
+    parts = [f"# {title}", "", header.markdown() if header else "", INTRO, "", f'<a id="{SUMMARY_ANCHOR}"></a>', "",
+             f"## {SUMMARY_TITLE}", "", summary_table(checks), ""]
     for section in sections:
         parts += _markdown_section(section, out_dir)
     return "\n".join(parts)
@@ -448,7 +450,8 @@ def katex_bundle() -> tuple[str, str]:
     return css, script
 
 
-def render_html(title: str, checks: list[dict[str, Any]], sections: list[Section]) -> str:
+def render_html(title: str, checks: list[dict[str, Any]], sections: list[Section],
+                header: RunHeader | None = None) -> str:
     katex_css, katex_js = katex_bundle()
     summary = (f'<section id="{SUMMARY_ANCHOR}"><h2>{html.escape(SUMMARY_TITLE)}</h2>'
                f"{html_table(summary_table(checks))}</section>")
@@ -456,7 +459,8 @@ def render_html(title: str, checks: list[dict[str, Any]], sections: list[Section
              "<meta name='viewport' content='width=device-width, initial-scale=1'>",
              f"<title>{html.escape(title)}</title><style>{katex_css}</style><style>{CSS}</style></head><body>",
              f"<div class='layout'>{toc_html(sections)}<main>",
-             f"<h1>{html.escape(title)}</h1>", f"<p>{inline_html(INTRO)}</p>", summary]
+             f"<h1>{html.escape(title)}</h1>", header.html() if header else "", f"<p>{inline_html(INTRO)}</p>",
+             summary]
     parts += [_section_html(section) for section in sections]
     parts += ["</main></div>", f"<script>{katex_js}</script>", f"<script>{RENDER_MATH_JS}</script>",
               "</body></html>"]

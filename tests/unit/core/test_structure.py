@@ -13,15 +13,15 @@ from assocmem.codehash import PACKAGE_DIR, module_closure, references
 
 # Each room may import only rooms of a lower level.
 LEVELS = (
-    {"errors", "data", "layout"},
+    {"errors", "data", "layout", "schemas"},
     {"io", "runtime", "gemm", "codehash", "theory", "stats"},
     {"tokenstore", "model", "testing", "provenance", "tables", "stamps", "runlock"},
     {"tokenwriter", "subsets"},
     {"qf", "corpus", "train", "activations", "knn", "sweep"},
     {"evaluation"},
-    {"dataset_kinds"},
+    {"dataset_kinds", "use"},
     {"config"},
-    {"report"},
+    {"report", "overrides"},
     {"stages"},
     {"cli"},
     {"__main__"},

@@ -1,0 +1,101 @@
+"""The report's run header: when and from what it was built (date, the checkout's commit, the config files with
+their sha256, the host and the devices the runs used, the package versions), and a banner when the config is a
+toy one, so that a test run's report is never mistaken for evidence.
+
+The header describes the report's making, not the science: the report pages carry it, checks.json does not.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import subprocess
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from assocmem.io import sha256_file
+
+CHECKOUT = Path(__file__).resolve().parents[3]  # src/assocmem/report/header.py -> the repository root
+TOY_BANNER = ("Toy configuration: this run exercises the pipeline on tiny models and data. Its numbers say nothing "
+              "about the paper's claims; run config/config.yaml (or config/scaling.yaml, config/paper.yaml) for "
+              "evidence.")
+HEADER_CSS = (".run-header{font-size:.85em;margin:.5em 0 1em;border-collapse:collapse}"
+              ".run-header th{text-align:left;padding:.1em 1em .1em 0;white-space:nowrap}"
+              ".run-header td{padding:.1em 0;overflow-wrap:anywhere}"
+              ".toy-banner{background:#a23c00;color:#fff;font-weight:bold;padding:.6em 1em;border-radius:4px}")
+
+
+@dataclass(frozen=True)
+class RunHeader:
+    rows: tuple[tuple[str, str], ...]
+    banner: str | None = None
+
+    def markdown(self) -> str:
+        lines = [f"> **{self.banner}**", ""] if self.banner else []
+        lines += ["| run | |", "|---|---|", *(f"| {key} | {value} |" for key, value in self.rows), ""]
+        return "\n".join(lines)
+
+    def html(self) -> str:
+        banner = f"<p class='toy-banner' role='note'>{html.escape(self.banner)}</p>" if self.banner else ""
+        rows = "".join(f"<tr><th scope='row'>{html.escape(key)}</th><td>{html.escape(value)}</td></tr>"
+                       for key, value in self.rows)
+        return f"<style>{HEADER_CSS}</style>{banner}<table class='run-header'>{rows}</table>"
+
+
+def run_header(config: dict[str, Any], config_files: list[str], devices: list[str],
+               versions: dict[str, str]) -> RunHeader:
+    rows = (("built", datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")),
+            ("code", git_state(CHECKOUT)),
+            ("config", config_state(config_files)),
+            ("host", f"{cpu_model()} ({os.cpu_count()} logical CPUs); runs on {', '.join(devices) or 'n/a'}"),
+            ("packages", ", ".join(f"{name} {versions.get(name, 'n/a')}"
+                                   for name in ("python", "torch", "faiss-cpu", "snakemake", "transformers"))))
+    return RunHeader(rows, TOY_BANNER if config.get("report", {}).get("toy") else None)
+
+
+def git_state(checkout: Path) -> str:
+    """The checkout's commit, with '(uncommitted changes)' when its working tree differs from it."""
+    def git(*args: str) -> str | None:
+        try:
+            result = subprocess.run(["git", "-C", str(checkout), *args], capture_output=True, text=True,
+                                    timeout=20, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return result.stdout.strip() if result.returncode == 0 else None
+
+    commit = git("rev-parse", "--short=12", "HEAD")
+    if commit is None:
+        return "not a git checkout"
+    dirty = git("status", "--porcelain", "--untracked-files=no")
+    return f"git {commit}" + (" (uncommitted changes)" if dirty else "")
+
+
+def config_files_of_the_run() -> list[str]:
+    """The run's config files, as the workflow's shell prefix exports them (ASSOCMEM_CONFIG_FILES, a JSON list)."""
+    try:
+        files = json.loads(os.environ.get("ASSOCMEM_CONFIG_FILES", "[]"))
+    except json.JSONDecodeError:
+        return []
+    return [str(path) for path in files] if isinstance(files, list) else []
+
+
+def config_state(config_files: list[str]) -> str:
+    if not config_files:
+        return "config/config.yaml (the default)"
+    return "; ".join(f"{path} (sha256 {sha256_file(path)[:12]})" if Path(path).is_file() else f"{path} (gone)"
+                     for path in config_files)
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor() or platform.machine()

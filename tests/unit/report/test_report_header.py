@@ -1,0 +1,54 @@
+"""The report's run header (assocmem.report.header): when and from what the report was built, and the toy banner."""
+
+from __future__ import annotations
+
+import subprocess
+
+from assocmem.report.header import TOY_BANNER, RunHeader, config_state, git_state, run_header
+
+
+def test_the_header_names_date_commit_config_host_and_packages(tmp_path):
+    config_file = tmp_path / "my config.yaml"
+    config_file.write_text("seed: 1\n")
+    header = run_header({"report": {}}, [str(config_file)], ["cpu"], {"torch": "2.13.0", "python": "3.11.7"})
+    rows = dict(header.rows)
+    assert set(rows) == {"built", "code", "config", "host", "packages"} and header.banner is None
+    assert rows["built"].endswith("UTC") and "my config.yaml (sha256 " in rows["config"]
+    assert "runs on cpu" in rows["host"] and "torch 2.13.0" in rows["packages"] and "faiss-cpu n/a" in rows["packages"]
+
+
+def test_a_toy_config_gets_the_banner_in_both_pages():
+    header = run_header({"report": {"toy": True}}, [], [], {})
+    assert header.banner == TOY_BANNER
+    assert TOY_BANNER in header.markdown() and "class='toy-banner'" in header.html()
+    assert config_state([]) == "config/config.yaml (the default)"
+
+
+def test_the_html_header_escapes_what_it_shows():
+    header = RunHeader((("config", "<b>x</b> & y"),))
+    assert "&lt;b&gt;x&lt;/b&gt; &amp; y" in header.html()
+
+
+def test_git_state_reads_the_commit_and_the_dirty_flag(tmp_path):
+    assert git_state(tmp_path) == "not a git checkout"
+    def git(*args):
+        subprocess.run(["git", "-C", str(tmp_path), *args], check=True, capture_output=True)
+    git("init", "-q")
+    (tmp_path / "f.txt").write_text("a")
+    git("add", "f.txt")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "c")
+    clean = git_state(tmp_path)
+    assert clean.startswith("git ") and len(clean.split()[1]) == 12 and "uncommitted" not in clean
+    (tmp_path / "f.txt").write_text("b")
+    assert git_state(tmp_path) == clean + " (uncommitted changes)"
+
+
+def test_the_config_files_come_from_the_workflow_environment(monkeypatch):
+    from assocmem.report.header import config_files_of_the_run
+
+    monkeypatch.setenv("ASSOCMEM_CONFIG_FILES", '["config/test.yaml", "my {odd} file.yaml"]')
+    assert config_files_of_the_run() == ["config/test.yaml", "my {odd} file.yaml"]
+    monkeypatch.setenv("ASSOCMEM_CONFIG_FILES", "not json")
+    assert config_files_of_the_run() == []
+    monkeypatch.delenv("ASSOCMEM_CONFIG_FILES")
+    assert config_files_of_the_run() == []
