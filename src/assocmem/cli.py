@@ -117,10 +117,11 @@ def run_stage(args: argparse.Namespace) -> str:
     settings = parse_params(args.params)
     upstream = parse_params(args.upstream, "--upstream") if args.upstream else {}
     stamps.verify_all(upstream)
-    result = func({**settings, "threads": args.threads}, *(getattr(args, arg.rstrip("?").replace("-", "_"))
-                                                           for arg in paths))
+    code = code_digest(func.__name__)  # the digest the rule's params carry (its stamp records it; train keys on it)
+    result = func({**settings, "threads": args.threads, "code": code},
+                  *(getattr(args, arg.rstrip("?").replace("-", "_")) for arg in paths))
     if args.stamp is not None and stamps.is_rank_zero():
-        stamps.write_stamp(args.stamp, func.__name__, settings, code_digest(func.__name__), args.outputs, upstream)
+        stamps.write_stamp(args.stamp, func.__name__, settings, code, args.outputs, upstream)
     run_dir = PER_RUN_DIR.get(func.__name__)
     job = args.stage if run_dir is None else f"{args.stage} {'/'.join(getattr(args, run_dir).parts[-2:])}"
     return f"{job}: {result}" if result else job

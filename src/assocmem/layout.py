@@ -143,11 +143,20 @@ def producer_rule(name: str, fields: dict[str, str]) -> str:
 def stamp_of(file: str | Path) -> tuple[str, Path] | None:
     """The producing rule and the stamp of the job that wrote ``file``; None for a file no stamped job writes."""
     found = match(file)
-    if found is None or PRODUCERS[found[0]] == "report":
+    return None if found is None else stamp_for(*found)
+
+
+def stamp_for(name: str, fields: dict[str, str], results_dir: Path) -> tuple[str, Path] | None:
+    """:func:`stamp_of` for an artifact already matched (:func:`match`)."""
+    if PRODUCERS[name] == "report":
         return None
-    name, fields, results_dir = found
     rule = producer_rule(name, fields)
     return rule, results_dir / TEMPLATES[STAMPS[rule]].format(**fields)
+
+
+def train_job(exp: str, model: str, subset: str) -> str:
+    """The name of a training job, as its model files record it (assocmem.provenance)."""
+    return f"{exp}/{model}/{subset}"
 
 
 def job_id(rule: str, stamp: str | Path) -> str:

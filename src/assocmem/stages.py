@@ -11,7 +11,6 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from assocmem.codehash import code_digest
 from assocmem.io import load_npy, read_json, write_csv, write_json, write_parquet
 from assocmem.runtime import set_threads
 
@@ -89,9 +88,8 @@ def train(params: dict[str, Any], store_dir: Path, run_dir: Path) -> str:
     from assocmem.train import build_job
 
     set_threads(params["threads"])
-    # the digest the rule's params carry: a checkpoint written by other code never resumes (issue 28)
-    code = code_digest("train")
-    summary = build_job(params["train"], params["model"], params["seed"], store_dir, run_dir, code=code,
+    # the digest of the code running (cli.run_stage): a checkpoint written by other code never resumes (issue 28)
+    summary = build_job(params["train"], params["model"], params["seed"], store_dir, run_dir, code=params["code"],
                         job=params["job"]).run()
     if not summary:  # a DDP rank other than 0
         return ""

@@ -230,7 +230,7 @@ def evaluation_inputs(w):
 
 def train_job(w):
     """The name of the training job of these wildcards, as model files record it (assocmem.provenance)."""
-    return f"{w.exp}/{w.model}/{w.subset}"
+    return layout.train_job(w.exp, w.model, w.subset)
 
 
 def model_expectation(w):
@@ -513,9 +513,10 @@ def upstream_expectations(input, skip=()):
         ):  # a file of the user's, not a job's output
             continue
         found = layout.match(path)
-        if found is None or found[0] in skip or layout.stamp_of(path) is None:
+        job = None if found is None or found[0] in skip else layout.stamp_for(*found)
+        if job is None:
             continue
-        producer, stamp = layout.stamp_of(path)
+        producer, stamp = job
         files = read.setdefault(str(stamp), (producer, found[1], []))[2]
         if found[0] not in layout.STAMPS.values():
             files.append(Path(path).name)

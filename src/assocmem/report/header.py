@@ -7,6 +7,7 @@ The header describes the report's making, not the science: the report pages carr
 
 from __future__ import annotations
 
+import contextlib
 import html
 import json
 import os
@@ -90,12 +91,10 @@ def config_state(config_files: list[str]) -> str:
 
 
 def cpu_model() -> str:
-    try:
+    with contextlib.suppress(OSError):
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
                 return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
     import platform
 
     return platform.processor() or platform.machine()

@@ -41,13 +41,13 @@ def run_fields(file: Path) -> tuple[dict[str, str], Path] | None:
 
 def expectation(file: Path) -> dict[str, Any] | None:
     """What a model file inside a results directory must match (``assocmem.provenance.check_provenance``): the
-    training job its place names (as ``train_job`` in workflow/rules/common.smk names it) and, through the run's
+    training job its place names (``layout.train_job``) and, through the run's
     summary.json, that run. A file elsewhere has only its weights checked (None)."""
     found = run_fields(file)
     if found is None:
         return None
     fields = found[0]
-    return {"job": f"{fields['exp']}/{fields['model']}/{fields['subset']}", "spec": {}}
+    return {"job": layout.train_job(fields["exp"], fields["model"], fields["subset"]), "spec": {}}
 
 
 def load_model(path: str | os.PathLike[str], device: str | torch.device = "cpu") -> DecoderLM:
