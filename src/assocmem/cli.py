@@ -5,7 +5,6 @@ subcommand ``x-y``, which calls :func:`assocmem.stages.x_y` with its params and 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import logging
 import os
@@ -19,6 +18,7 @@ from typing import Any
 from assocmem import stages, stamps
 from assocmem.codehash import code_digest
 from assocmem.errors import AssocmemError
+from assocmem.progress import status_line
 
 log = logging.getLogger("assocmem")
 
@@ -131,11 +131,7 @@ def announce(line: str) -> None:
     """Log ``line`` and, when the rule environment opened a status descriptor (ASSOCMEM_STATUS_FD, the
     terminal's stderr before the rule sent stdout and stderr to its log file), print it there too."""
     log.info("%s", line)
-    fd = os.environ.get("ASSOCMEM_STATUS_FD")
-    if fd is None or not fd.isdigit():
-        return
-    with contextlib.suppress(OSError):  # not open in this process: the line is in the log anyway
-        os.write(int(fd), f"assocmem: {line}\n".encode())
+    status_line(line)
 
 
 def format_duration(seconds: float) -> str:
@@ -176,6 +172,28 @@ def config_files(snakemake_args: list[str]) -> list[Path]:
     return files
 
 
+CONFIG_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+def targets_out_of_configfile(snakemake_args: list[str]) -> list[str]:
+    """Snakemake's ``--configfile`` takes every argument after it, so a target written after it is read as a config
+    file (``UnicodeDecodeError`` on a model file). Here a value that is not a config file (.yaml/.yml/.json) is a
+    target: it moves before the option, with a note."""
+    moved, kept, taking = [], [], False
+    for arg in snakemake_args:
+        if arg in ("--configfile", "--configfiles"):
+            taking = True
+        elif arg.startswith("-"):
+            taking = False
+        elif taking and not arg.endswith(CONFIG_SUFFIXES):
+            print(f"assocmem run: '{arg}' follows --configfile but is not a config file ({'/'.join(CONFIG_SUFFIXES)}): "
+                  "taken as a target", file=sys.stderr)
+            moved.append(arg)
+            continue
+        kept.append(arg)
+    return moved + kept
+
+
 def workflow_schema(snakefile: Path) -> Path:
     """The schema the workflow of ``snakefile`` validates against, else the one shipped with the package."""
     from assocmem.schemas import config_schema_path
@@ -192,7 +210,7 @@ def snakemake_argv(snakemake_args: list[str]) -> tuple[list[str], list[dict[str,
     from assocmem.config import load_config, load_schema, read_config_file
     from assocmem.runlock import work_directory
 
-    args, sets = overrides.split_set_args(snakemake_args)
+    args, sets = overrides.split_set_args(targets_out_of_configfile(snakemake_args))
     if "-s" not in args and "--snakefile" not in args:
         args = ["-s", str(Path("Snakefile").resolve()), *args]
     snakefile = Path(args[args.index("-s" if "-s" in args else "--snakefile") + 1])

@@ -18,10 +18,10 @@ import numpy as np
 import pandas as pd
 import torch
 from torch.nn import functional as F
-from tqdm import tqdm
 
 from assocmem.io import sha256_file
 from assocmem.model import DecoderLM
+from assocmem.progress import bar
 from assocmem.qf.tokenize import UNK_ID, WordTokenizer, sequence_texts
 from assocmem.stats import clustered_ce
 from assocmem.tokenstore import read_store_meta
@@ -51,7 +51,8 @@ def row_losses(model: DecoderLM, sequences: list[list[int]], pad_id: int, desc: 
     model.eval()
     order = np.argsort([len(row) for row in sequences], kind="stable")
     nll, nll_eos, tokens = (np.zeros(len(sequences)) for _ in range(3))
-    for start in tqdm(range(0, len(order), BATCH_SIZE), desc=desc, mininterval=5):
+    progress = bar(total=len(order), desc=desc, unit="sequence")
+    for start in range(0, len(order), BATCH_SIZE):
         rows = order[start:start + BATCH_SIZE]
         inputs, targets = to_lm_batch(_padded([sequences[i] for i in rows], pad_id), pad_id)
         logits = model(inputs)
@@ -61,6 +62,8 @@ def row_losses(model: DecoderLM, sequences: list[list[int]], pad_id: int, desc: 
         nll[rows] = losses.sum(dim=1).numpy()
         nll_eos[rows] = losses[torch.arange(len(rows)), counts - 1].numpy()
         tokens[rows] = counts.numpy()
+        progress.update(len(rows))
+    progress.close()
     return pd.DataFrame({"nll": nll, "nll_eos": nll_eos, "tokens": tokens.astype(np.int64)})
 
 

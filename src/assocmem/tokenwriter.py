@@ -29,10 +29,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from tqdm import tqdm
 
 from assocmem.errors import AssocmemError
 from assocmem.io import atomic_path, read_json, write_json, write_npy
+from assocmem.progress import bar
 from assocmem.tokenstore import (
     BATCHING,
     FORMAT,
@@ -341,9 +341,9 @@ def _write_shards(
     first_doc, first_token = sink.next_doc, sink.next_token
     remaining = islice(iter(docs), first_doc, None)  # resume: skip the documents of finished shards
     total = len(docs) if hasattr(docs, "__len__") else total_docs  # type: ignore[arg-type]
-    with contextlib.ExitStack() as stack, tqdm(
+    with contextlib.ExitStack() as stack, bar(
         total=total, initial=first_doc, unit="doc", disable=not progress, desc=f"tokenize {config['split']}"
-    ) as bar:
+    ) as docs_bar:
         batches = _encoded_batches(
             _batched(remaining, batch_docs), tokenizer, np.dtype(config["dtype"]),
             num_proc=num_proc, max_in_flight=max_in_flight, start_method=start_method, stack=stack,
@@ -351,8 +351,8 @@ def _write_shards(
         try:
             for flat, lengths, digests in batches:
                 sink.add_batch(flat, lengths, digests)
-                bar.update(len(lengths))
-                bar.set_postfix(tokens=sink.next_token, refresh=False)
+                docs_bar.update(len(lengths))
+                docs_bar.set_postfix(tokens=sink.next_token, refresh=False)
             sink.close()
         finally:
             sink.abort()

@@ -29,12 +29,12 @@ import numpy as np
 import pandas as pd
 import torch
 from torch.nn import functional as F
-from tqdm import tqdm
 
 from assocmem.errors import AssocmemError
 from assocmem.gemm import measure_peak_flops, resolve_gemm
 from assocmem.io import load_torch, rebuild_hint, save_torch, write_bytes, write_csv, write_json, write_parquet
 from assocmem.model import DecoderLM, ModelConfig, flops_per_token
+from assocmem.progress import bar
 from assocmem.provenance import check_provenance, stamp
 from assocmem.runtime import resolve_device
 from assocmem.tokenstore import TokenStore, data_fingerprint
@@ -355,8 +355,8 @@ class TrainJob:
         model.train()
         clock = time.perf_counter()
         label = f"{self.run_dir.parent.name}/{self.run_dir.name}"  # model/subset
-        progress = tqdm(total=s.max_steps, initial=state.step, desc=f"train {label}", mininterval=5,
-                        disable=not is_main)
+        progress = bar(total=s.max_steps, initial=state.step, desc=f"train {label}", unit="step",
+                       disable=not is_main)
         while not self._stopped(state):
             loss_sum, n_targets = self._train_step(step_model, optimizer, state.step, device, autocast)
             state.running_loss += loss_sum
@@ -366,7 +366,9 @@ class TrainJob:
             if state.step % s.eval_interval == 0 or state.step == s.max_steps:
                 elapsed = time.perf_counter() - clock
                 row = self._log_row(model, state, device, autocast, elapsed, flops_token, peak)
-                progress.set_postfix(train=f"{row['train_loss']:.3f}", val=f"{row['val_ce']:.3f}")
+                best_ce = min(r["val_ce"] for r in state.metrics)
+                progress.set_postfix(train=f"{row['train_loss']:.3f}", val=f"{row['val_ce']:.3f}",
+                                     best=f"{best_ce:.3f}")
                 if is_main and is_new_best(state.metrics):  # kept beside the checkpoint until the run completes
                     self._save_model(model, BEST_IN_PROGRESS, step=state.step)
                 clock = time.perf_counter()

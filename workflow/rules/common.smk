@@ -7,7 +7,7 @@ import sys
 # this checkout's package, whatever else is installed: the DAG, the code digests and the jobs use one source
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
-from assocmem import layout, runlock
+from assocmem import layout, runlock, targets
 from assocmem.codehash import code_digest
 from assocmem.config import (
     ConfigError,
@@ -479,6 +479,31 @@ def all_targets(w):
     intermediate file whose consumers are up to date, so each artifact is a target of its own: deleting one
     reruns its job, and the newer file then reruns its dependants."""
     return REPORT_FILES + report_inputs(w)
+
+
+def check_command_line_targets():
+    """A target naming an experiment, model or subset this config lacks stops the run here with one line listing the
+    valid names (assocmem.targets), instead of a KeyError from an input function."""
+    named = targets.snakemake_cli_targets(sys.argv)
+    experiments = {
+        exp: targets.Experiment(
+            models=tuple(run_labels(exp)),
+            subsets=tuple(subsets_of(exp)),
+            pretrained=tuple(EXPS[exp]["pretrained"]),
+        )
+        for exp in EXPS
+    }
+    problems = targets.check_targets(
+        named,
+        results_dir=R,
+        outputs=all_targets(None) + [at("report_figures")],
+        experiments=experiments,
+        rules=[rule.name for rule in workflow.rules],
+    )
+    if problems:
+        files = ", ".join(map(str, workflow.config_settings.configfiles)) or "config/config.yaml"
+        print("\n".join(f"assocmem: {p} (config: {files})" for p in problems), file=sys.stderr)
+        sys.exit(1)
 
 
 # ------------------------------------------------------------------ provenance stamps (assocmem.stamps)

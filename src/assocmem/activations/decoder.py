@@ -27,13 +27,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import torch
-from tqdm import tqdm
 
 from assocmem.activations.final_norm import final_norm_record
 from assocmem.activations.splits import ChunkSplit, dump_splits, plan_splits
 from assocmem.errors import AssocmemError
 from assocmem.io import require_finite, write_npy, write_parquet
 from assocmem.model import DecoderLM, hidden_layer_names
+from assocmem.progress import bar
 from assocmem.tokenstore import TokenStore
 
 ChunkBatch = tuple[np.ndarray, np.ndarray, np.ndarray]  # chunk rows, tokens (B, T), positions (B,)
@@ -75,11 +75,14 @@ def gather_states(model: DecoderLM, batches: Iterator[ChunkBatch], n_chunks: int
                   desc: str) -> np.ndarray:
     out = np.empty((len(layer_ids), n_chunks, model.cfg.d_model), dtype=np.float32)
     device = next(model.parameters()).device
-    for idx, tokens, positions in tqdm(batches, desc=desc, mininterval=5):
+    progress = bar(total=n_chunks, desc=desc, unit="chunk")
+    for idx, tokens, positions in batches:
         _, hidden = model(torch.from_numpy(tokens).to(device), return_hidden=True)
         arange, pos = torch.arange(len(idx), device=device), torch.from_numpy(positions).to(device)
         for slot, layer in enumerate(layer_ids):
             out[slot, idx] = hidden[layer][arange, pos].float().cpu().numpy()
+        progress.update(len(idx))
+    progress.close()
     return out
 
 

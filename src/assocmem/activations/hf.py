@@ -29,7 +29,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import torch
-from tqdm import tqdm
 
 from assocmem.activations.final_norm import final_norm_record
 from assocmem.activations.hf_models import (
@@ -46,6 +45,7 @@ from assocmem.activations.hf_models import (
 from assocmem.activations.splits import ChunkSplit, dump_splits, plan_splits
 from assocmem.errors import AssocmemError
 from assocmem.io import atomic_path, read_json, require_finite, write_json, write_parquet
+from assocmem.progress import bar
 
 _FORMAT_VERSION = 1
 logger = logging.getLogger(__name__)
@@ -252,8 +252,8 @@ def _run_batches(
     out = np.lib.format.open_memmap(paths["partial"], mode="r+")
     chunk_len = int(chunks.shape[1]) if isinstance(chunks, np.ndarray | torch.Tensor) else None
     started, start_row = time.perf_counter(), done
-    bar = tqdm(total=total, initial=done, unit="chunk", desc=f"activations {paths['npy'].name}",
-               disable=not show_progress)
+    progress = bar(total=total, initial=done, unit="chunk", desc=f"activations {paths['npy'].name}",
+                   disable=not show_progress)
     try:
         for first, batch in _iter_batches(chunks, done, batch_size):
             chunk_len = _check_batch(batch, first, total, chunk_len, max_len, vocab)
@@ -263,9 +263,9 @@ def _run_batches(
             out.flush()
             done = first + len(batch)
             write_json(paths["progress"], {"done": done, "signature": signature})
-            bar.update(len(batch))
+            progress.update(len(batch))
     finally:
-        bar.close()
+        progress.close()
         del out
     if done != total:
         raise AssocmemError(f"chunks: got {done} chunks but n_chunks={total}")

@@ -22,6 +22,7 @@ from assocmem.errors import AssocmemError
 from assocmem.gemm import onednn_available, onednn_product
 from assocmem.knn.shards import Shards
 from assocmem.knn.topk import merge_topk
+from assocmem.progress import bar
 from assocmem.runtime.blas import BlasCores, import_faiss
 
 faiss = import_faiss()
@@ -111,7 +112,7 @@ def _as_tensor(array: np.ndarray) -> torch.Tensor:
 
 
 def _progress(total: int, desc: str) -> tqdm:
-    return tqdm(total=total, desc=desc, disable=total < 2, leave=False)
+    return bar(total=total, desc=desc, unit="block", disable=total < 2, leave=False)
 
 
 def search_cpu(

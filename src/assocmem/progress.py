@@ -1,0 +1,113 @@
+"""What a running job says on the terminal.
+
+A rule sends its stdout and stderr to its log file; the rule environment keeps the terminal open as the status
+descriptor (``ASSOCMEM_STATUS_FD``, see ``workflow/rules/common.smk``). Every stage prints one line there when it
+finishes (:func:`status_line`), and a long loop prints a progress line at a nanoGPT-like rate (:class:`Ticker`):
+at each tenth of the work, but not more often than every ``min_gap`` seconds, and at least every ``max_gap``
+seconds, e.g. ``train L4/pct100  step 3500/7000  val 1.021  best 1.019  ETA 2 m``. The progress bars
+(:func:`bar`, tqdm) go on to the job's log as before.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from tqdm import tqdm
+
+STATUS_FD = "ASSOCMEM_STATUS_FD"
+
+
+def status_line(line: str) -> bool:
+    """Print ``assocmem: <line>`` on the terminal when the rule environment opened one; False when it did not."""
+    fd = os.environ.get(STATUS_FD)
+    if fd is None or not fd.isdigit():
+        return False
+    with contextlib.suppress(OSError):  # not open in this process: the job's log has the line anyway
+        os.write(int(fd), f"assocmem: {line}\n".encode())
+        return True
+    return False
+
+
+def format_eta(seconds: float) -> str:
+    """A coarse remaining time: '40 s', '2 m', '1 h 05 m'."""
+    seconds = max(0.0, seconds)
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    if seconds < 3600:
+        return f"{seconds / 60:.0f} m"
+    hours, minutes = divmod(round(seconds / 60), 60)
+    return f"{hours} h {minutes:02d} m"
+
+
+class Ticker:
+    """Decides when a loop's progress line is due and formats it.
+
+    A line is due when the work crossed into a new tenth and ``min_gap`` seconds passed since the last line (or the
+    start), or when ``max_gap`` seconds passed whatever the progress; never after the work is done (the stage's
+    own final line says that)."""
+
+    def __init__(self, label: str, total: int | None, unit: str, *, initial: int = 0, min_gap: float = 5.0,
+                 max_gap: float = 30.0, clock: Callable[[], float] = time.monotonic,
+                 emit: Callable[[str], Any] = status_line) -> None:
+        self.label, self.total, self.unit = label, total, unit
+        self.min_gap, self.max_gap, self.clock, self.emit = min_gap, max_gap, clock, emit
+        self.start = self.last = clock()
+        self.initial = initial
+        self.tenth = self._tenth(initial)
+
+    def _tenth(self, done: int) -> int:
+        return 10 * done // self.total if self.total else 0
+
+    def update(self, done: int, fields: Mapping[str, Any] | None = None) -> str | None:
+        """The progress line when one is due (and emitted), else None."""
+        now = self.clock()
+        if self.total and done >= self.total:
+            return None
+        tenth = self._tenth(done)
+        due = (tenth > self.tenth and now - self.last >= self.min_gap) or now - self.last >= self.max_gap
+        if not due:
+            return None
+        self.tenth, self.last = tenth, now
+        line = self.line(done, now, fields or {})
+        self.emit(line)
+        return line
+
+    def line(self, done: int, now: float, fields: Mapping[str, Any]) -> str:
+        count = f"{done}/{self.total}" if self.total else f"{done}"
+        parts = [self.label, f"{self.unit} {count}", *(f"{key} {value}" for key, value in fields.items())]
+        rate = (done - self.initial) / max(now - self.start, 1e-9)
+        if self.total and rate > 0:
+            parts.append(f"ETA {format_eta((self.total - done) / rate)}")
+        return "  ".join(parts)
+
+
+class _TerminalBar(tqdm):
+    """A tqdm bar (to the job's log) that also gives its :class:`Ticker` every update and postfix."""
+
+    def __init__(self, *args: Any, ticker_label: str, ticker_unit: str, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._fields: dict[str, Any] = {}
+        self._ticker = None if self.disable else Ticker(ticker_label, self.total, ticker_unit, initial=self.n)
+
+    def set_postfix(self, ordered_dict: Mapping[str, Any] | None = None, refresh: bool = True,
+                    **kwargs: Any) -> None:
+        self._fields = {**(ordered_dict or {}), **kwargs}
+        super().set_postfix(ordered_dict, refresh=refresh, **kwargs)
+
+    def update(self, n: float | None = 1) -> bool | None:
+        shown = super().update(n)
+        if self._ticker is not None:
+            self._ticker.update(int(self.n), self._fields)
+        return shown
+
+
+def bar(*, total: int | None, desc: str, unit: str, initial: int = 0, disable: bool = False,
+        **kwargs: Any) -> tqdm:
+    """A progress bar for a long loop: tqdm to the job's log, and progress lines on the terminal
+    (:class:`Ticker`), labelled ``desc`` and counted in ``unit``s."""
+    return _TerminalBar(total=total, desc=desc, unit=unit, initial=initial, disable=disable, mininterval=5,
+                        ticker_label=desc, ticker_unit=unit, **kwargs)
