@@ -5,6 +5,7 @@ subcommand ``x-y``, which calls :func:`assocmem.stages.x_y` with its params and 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -18,7 +19,7 @@ from typing import Any
 from assocmem import stages, stamps
 from assocmem.codehash import code_digest
 from assocmem.errors import AssocmemError
-from assocmem.progress import status_line
+from assocmem.progress import Heartbeat, set_job, status_line
 
 log = logging.getLogger("assocmem")
 
@@ -118,12 +119,14 @@ def run_stage(args: argparse.Namespace) -> str:
     upstream = parse_params(args.upstream, "--upstream") if args.upstream else {}
     stamps.verify_all(upstream)
     code = code_digest(func.__name__)  # the digest the rule's params carry (its stamp records it; train keys on it)
-    result = func({**settings, "threads": args.threads, "code": code},
-                  *(getattr(args, arg.rstrip("?").replace("-", "_")) for arg in paths))
-    if args.stamp is not None and stamps.is_rank_zero():
-        stamps.write_stamp(args.stamp, func.__name__, settings, code, args.outputs, upstream)
     run_dir = PER_RUN_DIR.get(func.__name__)
     job = args.stage if run_dir is None else f"{args.stage} {'/'.join(getattr(args, run_dir).parts[-2:])}"
+    set_job(job)
+    with Heartbeat(job) if stamps.is_rank_zero() else contextlib.nullcontext():
+        result = func({**settings, "threads": args.threads, "code": code},
+                      *(getattr(args, arg.rstrip("?").replace("-", "_")) for arg in paths))
+    if args.stamp is not None and stamps.is_rank_zero():
+        stamps.write_stamp(args.stamp, func.__name__, settings, code, args.outputs, upstream)
     return f"{job}: {result}" if result else job
 
 

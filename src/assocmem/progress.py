@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -19,6 +20,21 @@ from typing import Any
 from tqdm import tqdm
 
 STATUS_FD = "ASSOCMEM_STATUS_FD"
+_job: list[str] = []  # the job this process runs (cli.run_stage), which names every progress line
+
+
+def set_job(job: str) -> None:
+    """Name the job this process runs (e.g. ``neighbours L4/pct100``) so that every progress line says whose it is."""
+    _job[:] = [job]
+
+
+def _labelled(desc: str) -> str:
+    """``desc`` prefixed with the job's name, unless it already starts with it (``train L4/pct100``)."""
+    job = _job[0] if _job else ""
+    return desc if not job or desc.startswith(job) else f"{job}: {desc}"
+
+
+_last_line = [time.monotonic()]  # when this process last printed a line on the terminal (for Heartbeat)
 
 
 def status_line(line: str) -> bool:
@@ -28,8 +44,37 @@ def status_line(line: str) -> bool:
         return False
     with contextlib.suppress(OSError):  # not open in this process: the job's log has the line anyway
         os.write(int(fd), f"assocmem: {line}\n".encode())
+        _last_line[0] = time.monotonic()
         return True
     return False
+
+
+class Heartbeat:
+    """While a stage runs, a line every ``gap`` seconds in which it printed nothing else (a stage without a progress
+    bar, such as the report, or a long step between two bar updates): ``report  running  25 s``."""
+
+    def __init__(self, job: str, gap: float = 25.0, emit: Callable[[str], Any] = status_line,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.job, self.gap, self.emit, self.clock = job, gap, emit, clock
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name="assocmem-heartbeat", daemon=True)
+
+    def _beat(self) -> None:
+        start = self.clock()
+        _last_line[0] = start
+        while not self._stop.wait(min(1.0, self.gap / 4)):
+            now = self.clock()
+            if now - _last_line[0] >= self.gap:
+                self.emit(f"{self.job}  running  {format_eta(now - start)}")
+                _last_line[0] = now
+
+    def __enter__(self) -> Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
 
 
 def format_eta(seconds: float) -> str:
@@ -110,4 +155,4 @@ def bar(*, total: int | None, desc: str, unit: str, initial: int = 0, disable: b
     """A progress bar for a long loop: tqdm to the job's log, and progress lines on the terminal
     (:class:`Ticker`), labelled ``desc`` and counted in ``unit``s."""
     return _TerminalBar(total=total, desc=desc, unit=unit, initial=initial, disable=disable, mininterval=5,
-                        ticker_label=desc, ticker_unit=unit, **kwargs)
+                        ticker_label=_labelled(desc), ticker_unit=unit, **kwargs)

@@ -366,9 +366,8 @@ class TrainJob:
             if state.step % s.eval_interval == 0 or state.step == s.max_steps:
                 elapsed = time.perf_counter() - clock
                 row = self._log_row(model, state, device, autocast, elapsed, flops_token, peak)
-                best_ce = min(r["val_ce"] for r in state.metrics)
                 progress.set_postfix(train=f"{row['train_loss']:.3f}", val=f"{row['val_ce']:.3f}",
-                                     best=f"{best_ce:.3f}")
+                                     best=f"{min(r['val_ce'] for r in state.metrics):.3f}")
                 if is_main and is_new_best(state.metrics):  # kept beside the checkpoint until the run completes
                     self._save_model(model, BEST_IN_PROGRESS, step=state.step)
                 clock = time.perf_counter()
@@ -467,8 +466,7 @@ def model_context(store: TokenStore, train_cfg: dict[str, Any]) -> int:
 
 def build_job(train_cfg: dict[str, Any], model_spec: dict[str, Any], seed: int, store_dir: Path,
               run_dir: Path, code: str = "", job: str = "") -> TrainJob:
-    """The training job of one model on one subset view; batching follows the store (sequences or windows).
-    A checkpoint resumes only under ``code``, the digest of the training code (``assocmem.codehash``)."""
+    """One model's training job on one subset view (batching follows the store); resumes only under ``code``."""
     settings = TrainSettings.from_config(train_cfg)
     train = TokenStore(store_dir, "train")
     val = TokenStore(store_dir, train.roles["validation"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 from hypothesis import given, settings
@@ -106,3 +107,26 @@ def test_the_bar_feeds_its_postfix_to_the_terminal_line(tmp_path) -> None:
     bar.close()
     assert "sequence" in (tmp_path / "log").read_text()  # the tqdm bar still goes to the job's log
     assert lines == ["evaluate tiny/pct100  sequence 5/10  ce 2.85  ETA 40 s"]
+
+
+def test_a_progress_line_names_the_job_it_belongs_to(tmp_path) -> None:
+    log = (tmp_path / "log").open("w")
+    progress.set_job("neighbours L4/pct100")
+    try:
+        assert progress.bar(total=4, desc="knn (cpu)", unit="block", file=log)._ticker.label == \
+            "neighbours L4/pct100: knn (cpu)"
+        progress.set_job("train L4/pct100")
+        assert progress.bar(total=4, desc="train L4/pct100", unit="step", file=log)._ticker.label == "train L4/pct100"
+    finally:
+        progress.set_job("")
+
+
+def test_a_stage_that_prints_nothing_gets_a_heartbeat_line() -> None:
+    lines: list[str] = []
+    with progress.Heartbeat("report", gap=0.05, emit=lines.append):
+        time.sleep(0.4)
+    assert lines and all(line.startswith("report  running  ") for line in lines)
+    quiet: list[str] = []
+    with progress.Heartbeat("report", gap=5.0, emit=quiet.append):
+        time.sleep(0.1)
+    assert quiet == []  # a stage shorter than the gap says nothing but its final line

@@ -14,7 +14,7 @@ from assocmem.codehash import PACKAGE_DIR, module_closure, references
 # Each room may import only rooms of a lower level.
 LEVELS = (
     {"errors", "data", "layout", "schemas"},
-    {"io", "runtime", "gemm", "codehash", "theory", "stats"},
+    {"io", "runtime", "gemm", "codehash", "theory", "stats", "progress", "targets"},
     {"tokenstore", "model", "testing", "provenance", "tables", "stamps", "runlock"},
     {"tokenwriter", "subsets"},
     {"qf", "corpus", "train", "activations", "knn", "sweep"},
