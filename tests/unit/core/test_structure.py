@@ -14,8 +14,8 @@ from assocmem.codehash import PACKAGE_DIR, module_closure, references
 # Each room may import only rooms of a lower level.
 LEVELS = (
     {"errors", "data", "layout", "schemas"},
-    {"io", "runtime", "gemm", "codehash", "theory", "stats"},
-    {"tokenstore", "model", "testing", "provenance", "tables", "stamps", "runlock"},
+    {"io", "runtime", "gemm", "codehash", "theory", "stats", "progress", "targets"},
+    {"tokenstore", "model", "testing", "provenance", "tables", "stamps", "runlock", "autotune"},
     {"tokenwriter", "subsets"},
     {"qf", "corpus", "train", "activations", "knn", "sweep"},
     {"evaluation"},
