@@ -9,12 +9,13 @@ candidate is faster.
 
 :func:`choose` keeps each answer in a JSON file (:func:`default_cache_file`) under a key that holds everything that
 changes it: the operation, the candidates, the shape timed and the host (:func:`host_key`: CPU model, the ISA
-extensions the libraries dispatch on, machine, torch version and threads, and what the caller adds, e.g. faiss's
-version and BLAS core). The host's name is not in it: nodes of one type share an answer. A later job with the same
-key reuses the answer without timing, so on one host the choice, and the floating-point results that depend on
-it, stay the same from run to run. The file is read, timed and written under an exclusive lock (jobs starting
-together time one after the other, and the second reuses the first's answer); an unreadable file, or an entry
-that does not fit, is logged and ignored, never fatal, and replaced on the next write.
+extensions the libraries dispatch on, machine, torch version, threads and the libraries' environment variables,
+and what the caller adds, e.g. faiss's version and BLAS core). The host's name is not in it: nodes of one type
+share an answer. A later job with the same key reuses the answer without timing, so on one host the choice, and
+the floating-point results that depend on it, stay the same from run to run. The file is read, timed and written
+under an exclusive lock (jobs starting together time one after the other, and the second reuses the first's
+answer); an unreadable file, or an entry that does not fit, is logged and ignored, never fatal, and replaced on the
+next write.
 """
 
 from __future__ import annotations
@@ -50,6 +51,9 @@ MAX_REPEATS = 1000
 # differently. x86 from /proc/cpuinfo's "flags", Arm from its "Features".
 ISA_FLAGS = ("avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16", "avx512_fp16",
              "avx_vnni", "amx_tile", "amx_bf16", "amx_int8", "asimd", "sve", "sve2", "bf16", "i8mm")
+# Environment variables that steer the libraries' kernels and threads (MKL_ENABLE_INSTRUCTIONS, ONEDNN_MAX_CPU_ISA,
+# OPENBLAS_CORETYPE, OMP_PROC_BIND, ...): part of the host key.
+LIBRARY_ENV_PREFIXES = ("MKL_", "ONEDNN_", "DNNL_", "OPENBLAS_", "OMP_", "KMP_", "GOMP_")
 _KEY_FIELDS = ("op", "candidates", "shape", "host")
 
 
@@ -152,11 +156,13 @@ def default_cache_file() -> Path:
 
 
 def host_key(cpuinfo: str | None = None, **extra: Any) -> dict[str, Any]:
-    """What about this host changes which library is faster: CPU model, ISA extensions, machine, torch version and
-    thread count, plus ``extra``. ``cpuinfo``: the text of /proc/cpuinfo (default: read it)."""
+    """What about this host changes which library is faster: CPU model, ISA extensions, machine, torch version,
+    thread count and the libraries' environment variables (:data:`LIBRARY_ENV_PREFIXES`), plus ``extra``.
+    ``cpuinfo``: the text of /proc/cpuinfo (default: read it)."""
     model, flags = cpu_model_and_flags(cpuinfo)
+    env = {name: value for name, value in sorted(os.environ.items()) if name.startswith(LIBRARY_ENV_PREFIXES)}
     return {"cpu": model, "isa": flags, "machine": platform.machine(), "torch": torch.__version__,
-            "threads": torch.get_num_threads(), **extra}
+            "threads": torch.get_num_threads(), "env": env, **extra}
 
 
 def cpu_model_and_flags(cpuinfo: str | None = None) -> tuple[str, list[str]]:

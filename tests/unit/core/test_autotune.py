@@ -185,4 +185,11 @@ def test_the_host_key_names_the_cpu_and_its_isa_extensions() -> None:
     assert flags == ["amx_tile", "avx", "avx2", "avx512_bf16", "avx512f", "fma"]
     assert cpu_model_and_flags(ARM)[1] == ["asimd", "bf16", "sve"]
     key = host_key(X86, faiss="1.0")
-    assert {"cpu", "isa", "machine", "torch", "threads"} <= set(key) and key["faiss"] == "1.0"
+    assert {"cpu", "isa", "machine", "torch", "threads", "env"} <= set(key) and key["faiss"] == "1.0"
+
+
+def test_the_host_key_holds_the_libraries_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    monkeypatch.setenv("UNRELATED_VARIABLE", "1")
+    env = host_key(X86)["env"]
+    assert env["ONEDNN_MAX_CPU_ISA"] == "AVX2" and "UNRELATED_VARIABLE" not in env
