@@ -124,3 +124,28 @@ def test_the_trainer_records_the_choice_in_timing_json(tmp_path: Path) -> None:
     assert timing["gemm"] == summary["gemm"] == timing["gemm_choice"]["value"] == "native"
     assert timing["gemm_choice"]["how"] == ("identical" if onednn_available() else "unavailable")
     assert "gemm_choice" not in summary  # timings stay out of the science artifacts
+
+
+@needs_onednn
+def test_a_resumed_run_keeps_the_backend_its_checkpoint_trained_with(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first attempt's timing chose onednn; had the cache gone (or the job moved to another host type), the
+    resumed run still trains on onednn, so it ends where an uninterrupted run would."""
+    from test_train import make_job
+
+    from assocmem import train
+    from assocmem.autotune import Choice
+
+    real = train.choose_gemm
+    monkeypatch.setattr(train, "choose_gemm", lambda *args, **kwargs: Choice("onednn", "timed"))
+
+    def kill_at_7(step: int) -> None:
+        if step == 7:
+            raise KeyboardInterrupt("simulated kill")
+
+    with pytest.raises(KeyboardInterrupt):
+        make_job(tmp_path).run(on_step=kill_at_7)
+    monkeypatch.setattr(train, "choose_gemm", real)
+    make_job(tmp_path).run()
+    timing = json.loads((tmp_path / "run" / "timing.json").read_text())
+    assert (timing["gemm"], timing["gemm_choice"]["how"]) == ("onednn", "checkpoint")
