@@ -8,7 +8,7 @@ Part 1, speed: a Gaussian self-search (N x n, k) timed round by round in a rotat
   * raw       faiss brute force as is (refine=False, center=False);
   * raw-onednn the same through the onednn engine (oneDNN distance GEMM + torch.topk, refine=False, center=False);
   * default   the project's knn: self match excluded by id, duplicates grouped, centring, verified refine
-              (cpu_engine auto: onednn where faiss's OpenBLAS runs weaker kernels than the CPU has);
+              (cpu_engine auto: the faster engine at this shape, timed once and cached; assocmem.autotune);
   * default-faiss the same on the faiss engine.
 It prints each arm's GFLOP/s as a share of the same round's GEMM peak (2 N^2 n FLOPs), the default path's
 cost over raw faiss, id agreement, and the BLAS core type faiss's OpenBLAS runs with.

@@ -76,7 +76,7 @@ ARMS = {
     "project-nobias+malloc+foreach": Arm("project", bias=False, malloc=True, optimizer="foreach"),
     "project-nobias+malloc+fused": Arm("project", bias=False, malloc=True, optimizer="fused"),
     "project-nobias+malloc+compile+fused": Arm("project", bias=False, malloc=True, compile=True, optimizer="fused"),
-    # train.gemm: auto picks oneDNN on CPU, so these are the product as it runs by default now
+    # train.gemm: auto times both libraries on the host (assocmem.autotune.gemm); these arms pin oneDNN
     "project+malloc+onednn": Arm("project", bias=True, malloc=True, gemm="onednn"),
     "project-nobias+malloc+onednn": Arm("project", bias=False, malloc=True, gemm="onednn"),
     # the reference loop with only its Linear products moved to oneDNN: the GEMM library's share of a gain

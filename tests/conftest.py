@@ -10,11 +10,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from helpers import ROOT  # noqa: E402 - after the tests directory is importable
 
-# Files that legitimately differ between two runs: logs, wall-clock timings, the report pages, whose
-# provenance section lists the stage timings, and the jobs' stamps, which record file times
-# (assocmem.stamps.content_digest compares what they say about content). Everything else is a science artifact
-# and must be identical.
-NOT_SCIENCE = ("logs/", "benchmarks/", "timing.", "report/index.html", "report/report.md", "provenance.json")
+# Files that legitimately differ between two runs: logs, wall-clock timings (the timed library choices of
+# assocmem.autotune included), the choice cache itself, the report pages, whose provenance section lists the stage
+# timings, and the jobs' stamps, which record file times (assocmem.stamps.content_digest compares what they say
+# about content). Everything else is a science artifact and must be identical.
+NOT_SCIENCE = ("logs/", "benchmarks/", "timing.", ".cache/", "report/index.html", "report/report.md",
+               "provenance.json")
 
 
 def snakemake(workdir: Path, *args: str, config: Path | None = None, check: bool = True,

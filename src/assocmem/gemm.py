@@ -10,8 +10,10 @@ with MKL's to fp32 rounding.
 ``onednn_linear`` is ``F.linear`` with its forward product and both backward products (input and weight
 gradients) computed by oneDNN through ``torch.ops.mkldnn._linear_pointwise``, the op that TorchInductor uses
 for CPU linears. It takes ordinary dense tensors and accepts transposed (strided) operands, so the backward
-pass needs no copies. ``measure_peak_flops`` times the faster of the two libraries, the denominator of the
-trainer's MFU.
+pass needs no copies. Which library a run uses is measured on its host at its shapes (``train.gemm: auto``:
+:mod:`assocmem.autotune.gemm`); on another host oneDNN's fp32 GEMM was only 1.15-1.22x MKL's and ``native`` the
+faster at the default config's shapes. ``measure_peak_flops`` times the faster of the two libraries, the
+denominator of the trainer's MFU.
 """
 
 from __future__ import annotations
@@ -47,8 +49,9 @@ def onednn_available() -> bool:
 
 
 def resolve_gemm(choice: str, device: torch.device, *, key: str = "train.gemm") -> GemmBackend:
-    """The backend a run uses: ``auto`` takes oneDNN for CPU runs when it is built in; explicit ``onednn``
-    fails clearly where it cannot run."""
+    """An explicit backend, checked: ``onednn`` fails clearly where it cannot run. For ``auto``: ``onednn`` where
+    it can run (a CPU run, a torch with oneDNN), else ``native``; :func:`assocmem.autotune.gemm.choose_gemm` then
+    times the two where both can run."""
     if choice not in GEMM_CHOICES:
         raise ValueError(f"{key}: {choice!r} is not one of {', '.join(GEMM_CHOICES)}")
     if choice == "native":

@@ -132,7 +132,7 @@ def neighbours(params: dict[str, Any], act_dir: Path, out_dir: Path) -> str:
     """Self and held-out k-NN of every layer, and the radius test's searches on the last layer (distinct prefixes,
     and the final LayerNorm's gain divided out where the last layer is its output)."""
     from assocmem.activations import FINAL_NORM_LAYER, final_norm_affine
-    from assocmem.knn import search_activations, search_radius
+    from assocmem.knn import job_cpu_engine, search_activations, search_radius
 
     set_threads(params["threads"])
     meta = read_json(act_dir / "meta.json")
@@ -141,6 +141,8 @@ def neighbours(params: dict[str, Any], act_dir: Path, out_dir: Path) -> str:
                       for split in ("train", "heldout"))
     sample = load_npy(act_dir / "radius.npy", dtype="float32", shape=(1, meta["radius"]["n_chunks"], meta["d_model"]))
     cfg, seed = params["neighbours"], params["seed"]
+    engine = job_cpu_engine(cfg, train.shape[1], heldout.shape[1], sample.shape[1], meta["d_model"])
+    cfg = {**cfg, "cpu_engine": engine.value}  # one engine for every search of the job
     self_df, held_df, summary = search_activations(train, heldout, meta["layers"], cfg, seed)
     affine = final_norm_affine(meta) if meta["layers"][-1] == FINAL_NORM_LAYER else None
     radius, radius_numbers = search_radius(sample[0], train, meta["layers"], cfg, seed, affine)
@@ -149,6 +151,7 @@ def neighbours(params: dict[str, Any], act_dir: Path, out_dir: Path) -> str:
     write_csv(out_dir / "summary.csv", summary)
     write_parquet(out_dir / "radius.parquet", radius)
     write_json(out_dir / "radius.json", radius_numbers)
+    write_json(out_dir / "timing.json", {"cpu_engine": engine.record()})  # host-specific: apart from the science
     last = summary[(summary["protocol"] == "self") & (summary["layer"] == meta["layers"][-1])]
     last = last[last["fraction"] == last["fraction"].max()]
     return f"mean NN distance of the last layer ({meta['layers'][-1]}) {float(last['mean'].iloc[0]):.3g}"

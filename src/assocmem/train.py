@@ -18,7 +18,6 @@ import hashlib
 import json
 import logging
 import math
-import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
@@ -30,13 +29,15 @@ import pandas as pd
 import torch
 from torch.nn import functional as F
 
+from assocmem.autotune.gemm import Choice, choose_gemm
 from assocmem.errors import AssocmemError
-from assocmem.gemm import measure_peak_flops, resolve_gemm
+from assocmem.gemm import measure_peak_flops
 from assocmem.io import load_torch, rebuild_hint, save_torch, write_bytes, write_csv, write_json, write_parquet
 from assocmem.model import DecoderLM, ModelConfig, flops_per_token
 from assocmem.progress import bar
 from assocmem.provenance import check_provenance, stamp
 from assocmem.runtime import resolve_device
+from assocmem.runtime.distributed import all_reduce_sum, dist_rank_world, finish_distributed, init_distributed, wrap_ddp
 from assocmem.tokenstore import TokenStore, data_fingerprint
 
 IGNORE = -100
@@ -132,7 +133,7 @@ class TrainSettings:
     device: str = "auto"
     precision: str = "fp32"
     compile: bool = False
-    gemm: str = "auto"  # fp32 CPU GEMM library: auto (oneDNN where built in), native (MKL via F.linear), onednn
+    gemm: str = "auto"  # fp32 CPU GEMM library: auto (the faster here, timed), native (MKL via F.linear), onednn
     early_stopping_patience: int | None = None  # evaluations without improvement before stopping
     early_stopping_min_delta: float = 0.0  # nats: an improvement smaller than this does not count
 
@@ -180,45 +181,6 @@ def evaluate(model: torch.nn.Module, batches: list[Batch], device: torch.device,
     return total / max(count, 1)
 
 
-def dist_rank_world() -> tuple[int, int]:
-    if torch.distributed.is_available() and torch.distributed.is_initialized():
-        return torch.distributed.get_rank(), torch.distributed.get_world_size()
-    return 0, 1
-
-
-def init_distributed(device: torch.device) -> torch.device:
-    """Join the process group when launched by torchrun (WORLD_SIZE > 1); one GPU per process."""
-    if int(os.environ.get("WORLD_SIZE", "1")) <= 1 or torch.distributed.is_initialized():
-        return device
-    backend = "nccl" if device.type == "cuda" else "gloo"
-    torch.distributed.init_process_group(backend=backend)
-    if device.type == "cuda":
-        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
-        torch.cuda.set_device(device)
-    return device
-
-
-def wrap_ddp(model: torch.nn.Module, device: torch.device) -> torch.nn.Module:
-    if dist_rank_world()[1] == 1:
-        return model
-    ids = [device.index] if device.type == "cuda" else None
-    return torch.nn.parallel.DistributedDataParallel(model, device_ids=ids)
-
-
-def all_reduce_sum(value: float, device: torch.device) -> float:
-    if dist_rank_world()[1] == 1:
-        return value
-    tensor = torch.tensor([value], dtype=torch.float64, device=device)
-    torch.distributed.all_reduce(tensor)
-    return float(tensor.item())
-
-
-def finish_distributed() -> None:
-    if dist_rank_world()[1] > 1:
-        torch.distributed.barrier()
-        torch.distributed.destroy_process_group()
-
-
 @dataclass
 class RunState:
     step: int
@@ -226,6 +188,7 @@ class RunState:
     running_loss: float
     running_tokens: int
     timing: list[dict[str, float]] = field(default_factory=list)
+    gemm: str | None = None  # the Linear backend the run trains with; a resumed run keeps it
 
 
 def save_checkpoint(path: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer, state: RunState,
@@ -234,7 +197,7 @@ def save_checkpoint(path: Path, model: torch.nn.Module, optimizer: torch.optim.O
                "metrics": pd.DataFrame(state.metrics).to_dict(orient="list"),
                "timing": pd.DataFrame(state.timing).to_dict(orient="list"),
                "running_loss": state.running_loss, "running_tokens": state.running_tokens,
-               "fingerprint": fingerprint}
+               "fingerprint": fingerprint, "gemm": state.gemm}
     save_torch(path, payload)
 
 
@@ -260,7 +223,7 @@ def load_checkpoint(path: Path, model: torch.nn.Module, optimizer: torch.optim.O
     optimizer.load_state_dict(payload["optimizer"])
     return RunState(int(payload["step"]), pd.DataFrame(payload["metrics"]).to_dict(orient="records"),
                     float(payload["running_loss"]), int(payload["running_tokens"]),
-                    pd.DataFrame(payload["timing"]).to_dict(orient="records"))
+                    pd.DataFrame(payload["timing"]).to_dict(orient="records"), payload.get("gemm"))
 
 
 def is_new_best(metrics: list[dict[str, float]]) -> bool:
@@ -326,6 +289,12 @@ class TrainJob:
         optimizer.zero_grad(set_to_none=True)
         return total, n_targets
 
+    def _gemm_rows(self) -> int:
+        """Rows of the job's Linear products: this rank's micro-batch of the first training batch times its length."""
+        inputs = self.train_batches.batch(0)[0]
+        per_rank = -(-inputs.shape[0] // dist_rank_world()[1])
+        return min(self.settings.micro_batch_size or per_rank, per_rank) * inputs.shape[1]
+
     def _stopped(self, state: RunState) -> bool:
         s = self.settings
         return state.step >= s.max_steps or early_stop_reached(state.metrics, s.early_stopping_patience,
@@ -337,13 +306,15 @@ class TrainJob:
         is_main = dist_rank_world()[0] == 0
         torch.manual_seed(self.seed)
         model = DecoderLM(self.model_config).to(device)
-        gemm = resolve_gemm(s.gemm, device)
-        model.set_gemm(gemm)
         optimizer = make_optimizer(model, s, device)
         ckpt_path = self.run_dir / "checkpoint.pt"
         state = RunState(0, [], 0.0, 0)
         if ckpt_path.exists():
             state = load_checkpoint(ckpt_path, model, optimizer, self.fingerprint) or state
+        gemm = choose_gemm(s.gemm, device, model, self._gemm_rows(), resumed=state.gemm if state.step else None)
+        model.set_gemm(gemm.value)
+        state.gemm = gemm.value
+        log.info("train.gemm %s: %s (%s)", s.gemm, gemm.value, gemm.how)
         if state.step == 0:  # best weights left by an earlier attempt must not survive a fresh start
             (self.run_dir / BEST_IN_PROGRESS).unlink(missing_ok=True)
         step_model = wrap_ddp(model, device)
@@ -408,14 +379,15 @@ class TrainJob:
                                          "step": step, "provenance": stamp(self.job, self.fingerprint, model)})
 
     def _finish(self, model: DecoderLM, state: RunState, n_params: int, peak: float, device,
-                gemm: str) -> dict[str, Any]:
+                gemm: Choice) -> dict[str, Any]:
         self._save_model(model, "model.pt", step=state.step)
         write_bytes(self.run_dir / "best.pt", (self.run_dir / BEST_IN_PROGRESS).read_bytes())  # kept until the end
         metrics = pd.DataFrame(state.metrics)
         write_csv(self.run_dir / "metrics.csv", metrics)
         timing = pd.DataFrame(state.timing)
         write_csv(self.run_dir / "timing.csv", timing)  # wall-clock numbers live apart from the science
-        write_json(self.run_dir / "timing.json", {"peak_flops_measured": peak, "device": str(device), "gemm": gemm,
+        write_json(self.run_dir / "timing.json", {"peak_flops_measured": peak, "device": str(device),
+                                                  "gemm": gemm.value, "gemm_choice": gemm.record(),
                                                   "seconds": float(timing["seconds"].sum()) if len(timing) else 0.0,
                                                   "mean_mfu": float(timing["mfu"].mean()) if len(timing) else 0.0})
         rows, best = eval_rows(self.run_dir / "model.pt", self.eval_sets["val"]), int(metrics["val_ce"].idxmin())
@@ -423,7 +395,8 @@ class TrainJob:
         summary = {"n_params": n_params, "steps": state.step, "best_val_ce": float(metrics["val_ce"].iloc[best]),
                    "best_step": int(metrics["step"].iloc[best]), "stopped_early": state.step < self.settings.max_steps,
                    "device": str(device), "model_config": self.model_config.to_dict(), "fingerprint": self.fingerprint,
-                   "gemm": gemm, "final": metrics.iloc[-1].to_dict(), "eval_rows": len(rows), **self.summary_extra}
+                   "gemm": gemm.value, "final": metrics.iloc[-1].to_dict(), "eval_rows": len(rows),
+                   **self.summary_extra}
         write_json(self.run_dir / "summary.json", summary)  # the one writer of summary.json (rank 0 only)
         return summary
 

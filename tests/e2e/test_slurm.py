@@ -335,9 +335,10 @@ METRIC_COLUMNS = ["step", "lr", "train_loss", "train_eval_ce", "val_ce"]
 
 
 def deterministic_outputs(results: Path) -> list[str]:
-    """The byte-reproducible outputs; provenance stamps record file times, so stamp_contents compares them."""
+    """The byte-reproducible outputs; provenance stamps record file times, so stamp_contents compares them, and a
+    neighbours job's timing.json records its timed engine choice."""
     found = {p for pattern in DETERMINISTIC_GLOBS for p in results.glob(pattern)
-             if p.is_file() and not p.name.endswith("provenance.json")}
+             if p.is_file() and not p.name.endswith("provenance.json") and not p.name.startswith("timing.")}
     return sorted(str(p.relative_to(results)) for p in found)
 
 

@@ -60,6 +60,18 @@ def test_floor_and_training_outputs(finished_run):
     assert metrics[0].startswith("step,") and len(metrics) == 4  # header + 3 evals (60 steps / 20)
 
 
+def test_library_choices_are_recorded_beside_the_science(finished_run):
+    """train.gemm and neighbours.cpu_engine auto: the choice and how it was made in each job's timing.json (the tiny
+    model's products are all under oneDNN's threshold and its searches small, so nothing is timed or cached)."""
+    results = finished_run / "results" / "qf"
+    train = json.loads((results / "train" / "tiny" / "pct100" / "timing.json").read_text())
+    assert train["gemm"] == train["gemm_choice"]["value"] == "native"
+    assert train["gemm_choice"]["how"] in ("identical", "unavailable")
+    search = json.loads((results / "neighbours" / "tiny" / "pct100" / "timing.json").read_text())["cpu_engine"]
+    assert (search["value"], search["how"]) in (("faiss", "small"), ("faiss", "unavailable"))
+    assert not (finished_run / "results" / ".cache" / "choices.json").exists()
+
+
 def provenance_stages(report_md: str) -> list[str]:
     """The stage column of the report's provenance timing table."""
     table = report_md.split("| stage | wall time (s) | peak RSS (MB) |\n", 1)[1].split("\n\n", 1)[0]

@@ -62,6 +62,7 @@ def _shell_path(path):
 # quotes, `;` or `$( )` is a path, never a command.
 _SRC = _shell_path(Path(workflow.basedir) / "src")
 _INDUCTOR_CACHE = _shell_path(Path(R).resolve() / ".cache" / "torchinductor")
+_CHOICE_CACHE = _shell_path(Path(R).resolve() / ".cache")
 _CONFIG_FILES = _shell_path(
     json.dumps([str(path) for path in workflow.config_settings.configfiles])
 )
@@ -81,6 +82,9 @@ shell.prefix(
     f"export ASSOCMEM_CONFIG_FILES={_CONFIG_FILES}; "
     # torch.compile (train.compile) caches its kernels under the results directory
     f'if [ -z "${{{{TORCHINDUCTOR_CACHE_DIR:-}}}}" ]; then export TORCHINDUCTOR_CACHE_DIR={_INDUCTOR_CACHE}; fi; '
+    # train.gemm and neighbours.cpu_engine `auto` keep their timed choices there too (assocmem.autotune), so every
+    # job of the run, and every later run on this results directory, uses the library the first timing chose
+    f'if [ -z "${{{{ASSOCMEM_CACHE_DIR:-}}}}" ]; then export ASSOCMEM_CACHE_DIR={_CHOICE_CACHE}; fi; '
 )
 
 

@@ -11,11 +11,25 @@ prefixes and gain-free vectors) and :mod:`.stage` (the neighbours stage and its 
 """
 
 from assocmem.knn.duplicates import Groups, duplicate_groups, row_hashes
-from assocmem.knn.engines import CPU_ENGINES, GPU_MAX_K, GemmBlocks, gemm_knn, resolve_cpu_engine
+from assocmem.knn.engines import (
+    CPU_ENGINES,
+    GPU_MAX_K,
+    GemmBlocks,
+    choose_cpu_engine,
+    gemm_knn,
+    resolve_cpu_engine,
+)
 from assocmem.knn.exact import DEFAULT_MAX_POOL, DEFAULT_QUERY_BATCH, knn
 from assocmem.knn.ivf import IvfResult, ivf_heldout_search, ivf_search, ivf_self_search, ivf_with_recall, recall_at_k
 from assocmem.knn.protocols import heldout_search, nested_subsample_rows, self_search
-from assocmem.knn.stage import SUMMARY_COLUMNS, search_activations, search_layer, search_radius, summarise
+from assocmem.knn.stage import (
+    SUMMARY_COLUMNS,
+    job_cpu_engine,
+    search_activations,
+    search_layer,
+    search_radius,
+    summarise,
+)
 
 __all__ = [
     "CPU_ENGINES",
@@ -26,6 +40,7 @@ __all__ = [
     "Groups",
     "IvfResult",
     "SUMMARY_COLUMNS",
+    "choose_cpu_engine",
     "duplicate_groups",
     "gemm_knn",
     "heldout_search",
@@ -33,6 +48,7 @@ __all__ = [
     "ivf_search",
     "ivf_self_search",
     "ivf_with_recall",
+    "job_cpu_engine",
     "knn",
     "nested_subsample_rows",
     "recall_at_k",

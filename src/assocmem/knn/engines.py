@@ -1,29 +1,35 @@
 """The float32 candidate search of exact k-NN: which k rows of each shard are nearest by faiss's formula.
 
 On CPU, ``faiss`` (faiss.knn, on faiss's bundled OpenBLAS) or ``onednn`` (the same float32 formula, the
-distance GEMM through oneDNN, then torch.topk: :func:`gemm_knn`), chosen by :func:`resolve_cpu_engine`; on
+distance GEMM through oneDNN, then torch.topk: :func:`gemm_knn`), chosen by :func:`choose_cpu_engine` (``auto``:
+timed at the search's shape on this host); on
 GPU, faiss's GpuIndexFlatL2 with the shards dealt round-robin to the devices. Every engine returns float32
 squared distances ascending and int64 database rows, merged over shards with ties to the smaller row.
 """
 
 from __future__ import annotations
 
+import math
+import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
 from tqdm import tqdm
 
 from assocmem import runtime
+from assocmem.autotune import Choice, choose, host_key
+from assocmem.autotune.measure import Clock
 from assocmem.errors import AssocmemError
 from assocmem.gemm import onednn_available, onednn_product
 from assocmem.knn.shards import Shards
 from assocmem.knn.topk import merge_topk
 from assocmem.progress import bar
-from assocmem.runtime.blas import BlasCores, import_faiss
+from assocmem.runtime.blas import faiss_blas_core, import_faiss
 
 faiss = import_faiss()
 
@@ -33,6 +39,12 @@ GPU_MAX_K = 2048
 # Fraction of free GPU memory one database shard may take when db_batch is not given.
 _GPU_SHARD_FRACTION = 0.25
 _GPU_FALLBACK_SHARD_BYTES = 2 << 30
+# cpu_engine auto: below this many multiply-adds (queries x rows x dim) a search takes milliseconds, less than timing
+# the engines would, and faiss runs it untimed. The timing searches TIMING_QUERIES queries (gemm_knn's tiles are 256
+# wide, faiss's query blocks 4096) against the database's rows, at most TIMING_DATABASE_BYTES of them.
+TIMING_MIN_MACS = 1 << 30
+TIMING_QUERIES = 1024
+TIMING_DATABASE_BYTES = 256 << 20
 
 
 @dataclass(frozen=True)
@@ -49,31 +61,61 @@ class GemmBlocks:
 DEFAULT_GEMM_BLOCKS = GemmBlocks()
 
 
-def resolve_cpu_engine(choice: str, *, blas: BlasCores | None = None, onednn: bool | None = None,
-                       key: str = "neighbours.cpu_engine") -> str:
-    """The CPU search engine. ``auto`` takes faiss, unless faiss's OpenBLAS runs weaker kernels than the CPU
-    supports (an OPENBLAS_CORETYPE set before Python started, or a mis-detection) and torch has oneDNN: on the
-    project's AMD EPYC, 4096 x 1024 x 4096 products ran at 510 GFLOP/s in OpenBLAS's SkylakeX kernels, 400 in
-    oneDNN and 270 in OpenBLAS's Haswell kernels (benchmarks/README.md).
+def choose_cpu_engine(choice: str, search: tuple[int, int, int, int] | None = None, *, onednn: bool | None = None,
+                      key: str = "neighbours.cpu_engine", cache_file: Path | None = None,
+                      clock: Clock = time.perf_counter, budget_s: float = 1.0) -> Choice:
+    """The CPU search engine. An explicit ``faiss``/``onednn`` is used as given; ``auto`` times both engines at
+    ``search`` = (queries, database rows, dim, k) on this host (:func:`assocmem.autotune.choose`: cached per host
+    and shape) and takes the faster. It takes faiss untimed where torch lacks oneDNN, and for a search below
+    ``TIMING_MIN_MACS`` (or none given). Both engines give the same answer after the verified refine
+    (:mod:`.exact`), so the choice changes only the time.
 
-    ``blas``: the OpenBLAS core types to judge (default: :meth:`BlasCores.detect`); ``onednn``: whether torch
-    has oneDNN (default: :func:`assocmem.gemm.onednn_available`)."""
+    ``onednn``: whether torch has oneDNN (default: :func:`assocmem.gemm.onednn_available`); ``cache_file``: the
+    choice cache (default: :func:`assocmem.autotune.default_cache_file`); ``clock``: the timer."""
     if choice not in CPU_ENGINES:
         raise AssocmemError(f"{key}: {choice!r} is not one of {', '.join(CPU_ENGINES)}")
     has_onednn = onednn_available() if onednn is None else onednn
     if choice == "onednn" and not has_onednn:
         raise AssocmemError(f"{key}: onednn needs a torch build with oneDNN; use auto or faiss")
-    if choice == "auto":
-        weaker = (BlasCores.detect() if blas is None else blas).faiss_is_weaker
-        return "onednn" if weaker and has_onednn else "faiss"
-    return choice
+    if choice != "auto":
+        return Choice(choice, "explicit")
+    if not has_onednn:
+        return Choice("faiss", "unavailable")
+    if search is None or math.prod(search[:3]) < TIMING_MIN_MACS:
+        return Choice("faiss", "small", shape=None if search is None else dict(zip(SEARCH_FIELDS, search, strict=True)))
+    queries, rows, dim, k = search
+    rows = min(rows, max(1, TIMING_DATABASE_BYTES // (4 * dim)))
+    blocks = [DEFAULT_GEMM_BLOCKS.query_tile, DEFAULT_GEMM_BLOCKS.column_chunk]
+    shape = {"queries": min(queries, TIMING_QUERIES, rows), "rows": rows, "dim": dim, "k": min(k, rows),
+             "blocks": blocks}
+    host = host_key(faiss=faiss.__version__, faiss_blas=faiss_blas_core(), faiss_threads=faiss.omp_get_max_threads())
+    return choose("neighbours.cpu_engine", shape, engine_searches(shape), host=host, cache_file=cache_file,
+                  clock=clock, rounds=3, warmup=1, budget_s=budget_s)  # one search can take a few hundred ms
+
+
+SEARCH_FIELDS = ("queries", "rows", "dim", "k")
+
+
+def resolve_cpu_engine(choice: str, search: tuple[int, int, int, int] | None = None, *, onednn: bool | None = None,
+                       key: str = "neighbours.cpu_engine") -> str:
+    """The engine :func:`choose_cpu_engine` picks."""
+    return choose_cpu_engine(choice, search, onednn=onednn, key=key).value
+
+
+def engine_searches(shape: dict) -> dict[str, Callable[[], object]]:
+    """One search per engine at ``shape`` (queries, rows, dim, k), on fixed Gaussian data."""
+    rng = np.random.default_rng(0)
+    database = rng.standard_normal((shape["rows"], shape["dim"]), dtype=np.float32)
+    queries = np.ascontiguousarray(database[: shape["queries"]])
+    return {"faiss": lambda: faiss.knn(queries, database, shape["k"]),
+            "onednn": lambda: gemm_knn(queries, database, shape["k"])}
 
 
 def gemm_knn(queries: np.ndarray, database: np.ndarray, k: int, blocks: GemmBlocks = DEFAULT_GEMM_BLOCKS
              ) -> tuple[np.ndarray, np.ndarray]:
     """faiss.knn's contract (float32 squared L2 distances ascending, int64 ids) from the same float32 formula
-    ||q||^2 + ||x||^2 - 2<q, x> (the onednn engine, for machines where faiss's OpenBLAS is held to weaker
-    kernels; see :func:`resolve_cpu_engine`). Per query tile: ||q||^2, the same for a whole row, is added to
+    ||q||^2 + ||x||^2 - 2<q, x> (the onednn engine, where it is faster than faiss's OpenBLAS; see
+    :func:`choose_cpu_engine`). Per query tile: ||q||^2, the same for a whole row, is added to
     the k selected values only. Read-only arrays (memory maps) are fine."""
     q_all, x = _as_tensor(queries), _as_tensor(database)
     x_norms = torch.einsum("ij,ij->i", x, x)

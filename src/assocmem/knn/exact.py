@@ -83,8 +83,8 @@ def knn(
     With ``center`` and a single shard, a centred copy of the database is held in memory; pass
     ``db_batch`` to bound that for databases near the RAM size. ``cpu_engine`` computes the float32
     candidate search on CPU: ``faiss`` (faiss.knn, on faiss's bundled OpenBLAS), ``onednn`` (the distance
-    GEMM through oneDNN, then torch.topk; see :func:`assocmem.knn.engines.gemm_knn`) or ``auto`` (faiss, unless
-    its OpenBLAS runs weaker kernels than the CPU supports; see :func:`assocmem.knn.engines.resolve_cpu_engine`).
+    GEMM through oneDNN, then torch.topk; see :func:`assocmem.knn.engines.gemm_knn`) or ``auto`` (the faster of the
+    two at this search's shape on this host, timed and cached; see :func:`assocmem.knn.engines.choose_cpu_engine`).
     ``threads`` go to :func:`assocmem.runtime.set_threads` (None: $OMP_NUM_THREADS or all cores).
     ``max_pool`` caps the candidates one query's verified refine searches (on GPU also ``GPU_MAX_K``): queries
     still unsettled at the cap are accepted with a RuntimeWarning.
@@ -110,7 +110,8 @@ def knn(
     resolved = runtime.resolve_device(device, faiss=True, key="neighbours.device")
     runtime.set_threads(threads)
     devices = resolve_gpu_ids(gpu_ids) if resolved != "cpu" else []
-    engine = None if devices else resolve_cpu_engine(cpu_engine)
+    search_shape = (queries.shape[0], database.shape[0], database.shape[1], k_search)
+    engine = None if devices else resolve_cpu_engine(cpu_engine, search_shape)
     if devices and k_search > GPU_MAX_K:
         raise AssocmemError(f"k={k_search} (with the excluded self match) exceeds the GPU limit {GPU_MAX_K}")
     if refine:

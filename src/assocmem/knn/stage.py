@@ -10,8 +10,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from assocmem import runtime
+from assocmem.autotune import Choice
 from assocmem.errors import AssocmemError
-from assocmem.knn.engines import resolve_cpu_engine
+from assocmem.knn.engines import choose_cpu_engine
 from assocmem.knn.ivf import ivf_heldout_search, ivf_self_search
 from assocmem.knn.protocols import heldout_search, self_search
 from assocmem.knn.radius import radius_searches, rms_norm
@@ -66,11 +68,24 @@ def search_layer(x: np.ndarray, q: np.ndarray, cfg: dict[str, Any], seed: int
     return self_df, held_df, recall + [{"fraction": 1.0, "protocol": "heldout", "recall_at_k": held_recall}]
 
 
+def job_cpu_engine(cfg: dict[str, Any], n_train: int, n_heldout: int, n_radius: int, dim: int) -> Choice:
+    """The CPU engine of a whole neighbours job (:func:`assocmem.knn.engines.choose_cpu_engine`), timed at its
+    largest exact search: the radius test's sample (at most ``radius_sample_max`` of its ``n_radius`` rows) against
+    itself and, for ``method: exact``, the self-search of all ``n_train`` rows and the ``n_heldout`` held-out
+    queries against them. On a GPU neither engine runs (``how``: ``device``)."""
+    engine = cfg.get("cpu_engine", "auto")
+    if runtime.resolve_device(cfg["device"], faiss=True, key="neighbours.device") != "cpu":
+        return Choice(engine, "device")
+    radius = min(n_radius, cfg.get("radius_sample_max") or n_radius)
+    searches = [(radius, radius)] + ([(n_train, n_train), (n_heldout, n_train)] if cfg["method"] == "exact" else [])
+    queries, rows = max(searches, key=lambda search: search[0] * search[1])
+    return choose_cpu_engine(engine, (queries, rows, dim, int(cfg["k"]) + 1))
+
+
 def search_activations(train: np.ndarray, heldout: np.ndarray, layers: Sequence[str], cfg: dict[str, Any],
                        seed: int) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """Every layer of (n_layers, n_chunks, d) activation arrays: (self frame, held-out frame, summary)."""
-    log.info("BLAS for exact search: %s; CPU engine: %s", check_blas_core(),
-             resolve_cpu_engine(cfg.get("cpu_engine", "auto")))
+    log.info("BLAS for exact search: %s; CPU engine: %s", check_blas_core(), cfg.get("cpu_engine", "auto"))
     self_frames, held_frames, recalls = [], [], []
     for slot, layer in enumerate(layers):
         x = np.ascontiguousarray(train[slot], dtype=np.float32)

@@ -104,7 +104,7 @@ def check_blas_core(cores: BlasCores | None = None) -> dict[str, str | None]:
     cores = BlasCores.detect() if cores is None else cores
     if cores.faiss_is_weaker:
         log.warning("faiss's OpenBLAS runs %s kernels but this CPU supports %s: the faiss engine of exact k-NN may "
-                    "run several times slower (cpu_engine auto takes onednn instead where torch has it). Set "
+                    "run several times slower (cpu_engine auto times it against onednn where torch has it). Set "
                     "OPENBLAS_CORETYPE=%s in the environment before Python starts.", cores.faiss, cores.cpu, cores.cpu)
     return {"faiss_openblas_core": cores.faiss, "cpu_supports": cores.cpu,
             "OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE")}

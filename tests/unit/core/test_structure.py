@@ -15,7 +15,7 @@ from assocmem.codehash import PACKAGE_DIR, module_closure, references
 LEVELS = (
     {"errors", "data", "layout", "schemas"},
     {"io", "runtime", "gemm", "codehash", "theory", "stats", "progress", "targets"},
-    {"tokenstore", "model", "testing", "provenance", "tables", "stamps", "runlock"},
+    {"tokenstore", "model", "testing", "provenance", "tables", "stamps", "runlock", "autotune"},
     {"tokenwriter", "subsets"},
     {"qf", "corpus", "train", "activations", "knn", "sweep"},
     {"evaluation"},
