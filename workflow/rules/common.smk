@@ -505,8 +505,14 @@ def check_command_line_targets():
         rules=[rule.name for rule in workflow.rules],
     )
     if problems:
-        files = ", ".join(map(str, workflow.config_settings.configfiles)) or "config/config.yaml"
-        print("\n".join(f"assocmem: {p} (config: {files})" for p in problems), file=sys.stderr)
+        files = (
+            ", ".join(map(str, workflow.config_settings.configfiles))
+            or "config/config.yaml"
+        )
+        print(
+            "\n".join(f"assocmem: {p} (config: {files})" for p in problems),
+            file=sys.stderr,
+        )
         sys.exit(1)
 
 
