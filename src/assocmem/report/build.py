@@ -196,8 +196,7 @@ def neighbour_section(exp: Experiment, fig_dir: Path) -> Section:
         "$r^* = \\sqrt{n/(2\\pi e)}$ and $2r^*$ with $n$ = d_model.")
     section.tables.append(duplicate_table(exp))
     section.figures.append(figures.nn_by_layer(exp, fig_dir))
-    x_range = figures.nn_distance_range(exp.runs)
-    section.figures += [figures.nn_histograms(run, fig_dir, x_range) for run in exp.runs]
+    section.figures += [figures.nn_histograms(run, fig_dir) for run in exp.runs]  # each run on its own x-range
     return section
 
 
