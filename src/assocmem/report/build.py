@@ -16,6 +16,7 @@ from assocmem.dataset_kinds import kind_of
 from assocmem.io import write_text
 from assocmem.report import claims, figures
 from assocmem.report.artifacts import Experiment, Run
+from assocmem.report.columns import human_label
 from assocmem.report.evidence import Evidence
 from assocmem.report.header import config_files_of_the_run, run_header
 from assocmem.report.render import (
@@ -220,9 +221,13 @@ def provenance_section(config: dict[str, Any], experiments: list[Experiment], re
     return section
 
 
+WIDE_TABLE_COLUMNS = 8  # a numbers table with more columns than this, and fewer rows than columns, is transposed
+
+
 def numbers_tables(numbers: dict[str, Any], units: dict[str, str] | None = None) -> list[str]:
-    """Keys 'prefix.quantity' become one row per prefix and one column per quantity; the rest a plain list.
-    Column headers carry units (``units`` by quantity name; cross-entropies are nats/token)."""
+    """Keys 'prefix.quantity' become one row per prefix and one column per quantity (transposed when that is wider
+    than ``WIDE_TABLE_COLUMNS`` and has fewer rows than columns, so it fits the page); the rest a plain list. Headers
+    are in words and carry units (``units`` by quantity name; cross-entropies are nats/token)."""
     plain, grouped = [], {}
     for key, value in numbers.items():
         prefix, _, quantity = key.rpartition(".")
@@ -233,9 +238,14 @@ def numbers_tables(numbers: dict[str, Any], units: dict[str, str] | None = None)
     tables = [markdown_table(["quantity", "value"], plain)] if plain else []
     by_columns: dict[tuple[str, ...], list[list[Any]]] = {}
     for prefix, values in grouped.items():
-        by_columns.setdefault(tuple(values), []).append([prefix, *values.values()])
+        by_columns.setdefault(tuple(values), []).append([human_label(prefix), *values.values()])
     for columns, rows in by_columns.items():
-        tables.append(markdown_table(["set", *(quantity_header(c, units) for c in columns)], rows))
+        names = [quantity_header(c, units) for c in columns]
+        if len(columns) + 1 > WIDE_TABLE_COLUMNS and len(rows) < len(columns):
+            tables.append(markdown_table(["quantity", *(row[0] for row in rows)],
+                                         [[name, *(row[1 + i] for row in rows)] for i, name in enumerate(names)]))
+        else:
+            tables.append(markdown_table(["set", *names], rows))
     return tables
 
 
