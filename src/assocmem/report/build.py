@@ -124,8 +124,8 @@ def data_section(exp: Experiment) -> Section:
         "**Fidelity to McCoy's data.** Fit on one half of the real file, generate 100,000 lines, compare with the "
         f"half the fit never saw, for {source}; gen: the same with interleaved halves of McCoy's question.gen. "
         "TV = total-variation distance; noise floor = mean TV between two independent samples of the same sizes "
-        "from one distribution; goal TV <= 1.5 x noise floor. The noise floor holds sampling noise only: a "
-        "correctly specified model fitted on 500 lines passes all six dev checks with probability "
+        "from one distribution; goal $\\mathrm{TV}\\le 1.5\\times$ noise floor. The noise floor holds sampling "
+        "noise only: a correctly specified model fitted on 500 lines passes all six dev checks with probability "
         f"{calibration['pass_rate_all_measures_both_folds']:.2f} and the two template checks with probability "
         f"{calibration['pass_rate_template_both_folds']:.2f} (simulation, {calibration['n_rep']} files). "
         f"Model choice: {shipped['selection_rule']}.")
