@@ -471,7 +471,10 @@ def report_benchmarks():
     return names + [name for run in runs() for name in run_benchmarks(*run)]
 
 
-REPORT_FILES = [at(name) for name in ("report_html", "report_md", "report_checks")]
+REPORT_FILES = [
+    at(name)
+    for name in ("report_html", "report_md", "report_checks", "report_verdicts")
+]
 
 
 def all_targets(w):
@@ -501,8 +504,14 @@ def check_command_line_targets():
         rules=[rule.name for rule in workflow.rules],
     )
     if problems:
-        files = ", ".join(map(str, workflow.config_settings.configfiles)) or "config/config.yaml"
-        print("\n".join(f"assocmem: {p} (config: {files})" for p in problems), file=sys.stderr)
+        files = (
+            ", ".join(map(str, workflow.config_settings.configfiles))
+            or "config/config.yaml"
+        )
+        print(
+            "\n".join(f"assocmem: {p} (config: {files})" for p in problems),
+            file=sys.stderr,
+        )
         sys.exit(1)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import platform
 from collections.abc import Callable, Sequence
 from importlib import metadata
@@ -23,6 +25,8 @@ from assocmem.report.render import (
     CE_UNIT,
     Section,
     checks_json,
+    claim_anchor,
+    claim_label,
     claim_section,
     errata_section,
     markdown_table,
@@ -262,6 +266,19 @@ def theory_sections(checks: list[dict[str, Any]], fig_dir: Path) -> list[Section
     return sections + ([errata] if errata else [])
 
 
+VERDICTS_HEADER = ["claim", "label", "verdict", "how we know", "section in index.html"]
+
+
+def verdicts_csv(checks: list[dict[str, Any]]) -> str:
+    """The verdict table as CSV, one row per claim (registered with `snakemake --report`; opens in any spreadsheet)."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(VERDICTS_HEADER)
+    writer.writerows([check["id"], claim_label(check), check["verdict"], check.get("how", ""),
+                      f"index.html#{claim_anchor(check['id'])}"] for check in checks)
+    return out.getvalue()
+
+
 def build_report(params: dict[str, Any], results_dir: Path, out_dir: Path) -> list[dict[str, Any]]:
     config, report_cfg = params["config"], params["report"]
     fig_dir = out_dir / "figures"
@@ -286,6 +303,7 @@ def build_report(params: dict[str, Any], results_dir: Path, out_dir: Path) -> li
                       for run in exp.trained_runs})
     header = run_header(config, config_files_of_the_run(), devices, package_versions())
     write_text(out_dir / "checks.json", checks_json(checks, evidence.convergence_records()))
+    write_text(out_dir / "verdicts.csv", verdicts_csv(checks))
     write_text(out_dir / "report.md", render_markdown(title, checks, sections, out_dir, header))
     write_text(out_dir / "index.html", render_html(title, checks, sections, header))
     return checks
