@@ -55,8 +55,9 @@ def _reference_lines(ax: Axes, floor: float | None) -> None:
     style.PAPER_FLOOR.hline(ax, 1.0)
 
 
-def _zoom_panel(ax: Axes, floor: float, limits: tuple[float, float]) -> None:
-    """Linear axis around the floor and 1, each line named at the left edge (where the curves are still high)."""
+def _zoom_panel(ax: Axes, floor: float, limits: tuple[float, float], finals: Sequence[float]) -> None:
+    """Linear axis around the floor and 1, each line named at the left edge (where the curves are still high); says
+    so when no curve ends inside it (an unfinished or toy run)."""
     ax.set_ylim(*limits)
     ax.set_label(FLOOR_ZOOM)
     ax.yaxis.set_major_locator(MaxNLocator(nbins=5))
@@ -66,6 +67,9 @@ def _zoom_panel(ax: Axes, floor: float, limits: tuple[float, float]) -> None:
         ax.annotate(text, xy=(0.01, y), xycoords=("axes fraction", "data"), ha="left",
                     va="top" if under else "bottom", xytext=(0, -2 if under else 2), textcoords="offset points",
                     fontsize=8.5, zorder=5, bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.85, "pad": 1})
+    if not any(limits[0] <= value <= limits[1] for value in finals):
+        ax.text(0.5, 0.8, "no curve ends inside this range", transform=ax.transAxes, ha="center", color="dimgrey",
+                fontsize=9)
 
 
 @style.styled
@@ -95,7 +99,7 @@ def training_curves(exp: Experiment, out_dir: Path) -> PathAndCaption:
         grid[0][column].set_title(f"{exp.name}: {model}")
         grid[0][column].set_yscale("log")
         if limits is not None:
-            _zoom_panel(grid[1][column], floor, limits)
+            _zoom_panel(grid[1][column], floor, limits, finals)
             grid[1][column].set_title(f"{model}: zoom on the floor and 1 (linear axis)")
         grid[-1][column].set_xlabel("optimizer step")
     grid[0][0].set_ylabel("cross-entropy (nats / predicted token)")

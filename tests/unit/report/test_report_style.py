@@ -207,7 +207,7 @@ def test_training_curves_zoom_on_the_floor_shows_the_floor_and_1_apart(experimen
     assert zooms[0].get_ylim() == zooms[1].get_ylim() and "bottom row" in caption
     assert f"1 are {(1.0 - floor) / (high - low):.0%} of the axis apart" in caption
     texts = {t.get_text() for ax in zooms for t in ax.texts}
-    assert {"exact floor 0.9917", "paper's L = 1"} <= texts
+    assert {"exact floor 0.9917", "paper's L = 1"} <= texts and "no curve ends inside this range" not in texts
     plt.close(fig)
 
 
@@ -216,6 +216,13 @@ def test_floor_zoom_limits_ignore_curves_far_from_the_floor():
     low, high = figures.floor_zoom_limits(0.9917, [0.985, 1.03, 1.8])
     assert low == pytest.approx(0.975) and high == pytest.approx(1.05)
     assert figures.floor_zoom_limits(1.2, [1.25]) == pytest.approx((0.99, 1.27))  # a floor above 1: 1 still shown
+
+
+def test_a_zoom_no_curve_reaches_says_so(experiment, tmp_path, monkeypatch):
+    fig, _ = _drawn_training_curves(experiment, tmp_path, monkeypatch)  # curves end at 1.3 and above
+    zooms = [ax for ax in fig.axes if ax.get_label() == figures.FLOOR_ZOOM]
+    assert all("no curve ends inside this range" in {t.get_text() for t in ax.texts} for ax in zooms)
+    plt.close(fig)
 
 
 def test_training_curves_without_a_floor_have_no_zoom(experiment, tmp_path, monkeypatch):

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from assocmem.report import render
 from assocmem.report.build import WIDE_TABLE_COLUMNS, numbers_tables
 from assocmem.report.columns import HEADERS, human_header, human_label
+from assocmem.report.header import RunHeader
 from assocmem.report.render import Section, format_number, html_table, markdown_table, render_html, render_markdown
 
 MATH = re.compile(r"(?<!\\)\$.+?(?<!\\)\$")
@@ -103,9 +104,9 @@ def test_every_table_of_a_page_is_in_its_scrolling_box_with_word_headers(tmp_pat
     section = Section("S", tables=numbers_tables(numbers))
     checks = [{"id": "prop1", "claim": "c", "verdict": "reproduced", "how": "derived", "computed": "x",
                "evidence": "e", "numbers": numbers}]
-    page = render_html("T", checks, [section])
+    page = render_html("T", checks, [section], RunHeader((("built", "today"), ("code", "abc")), "toy"))
     parsed = _tables(page)
-    assert len(parsed.parents) == 4 and set(parsed.parents) == {"table-wrap"}
+    assert len(parsed.parents) == 5 and set(parsed.parents) == {"table-wrap"}  # the run header's table too
     assert parsed.headers and not [h for h in parsed.headers if "_" in h]
     assert ".table-wrap{overflow-x:auto" in render.CSS
     markdown = render_markdown("T", checks, [section], tmp_path)
