@@ -5,7 +5,8 @@ KaTeX error boxes, its fonts loaded from the page itself), every table-of-conten
 an element, the table of contents stays on screen while scrolling, every figure decoded, and the page made no
 network request. Issue 29: the run header, the toy banner and the regime column are shown, the training figure has
 its floor zoom row, receipts show math typeset (no plain-ASCII formulas, truth values or lists), and every table
-sits in its own scrolling box inside the column, with headers in words (the page never scrolls sideways). Screenshots go to tests/artifacts/ (kept out of git by a .gitignore the test writes there).
+sits in its own scrolling box inside the column, with headers in words (the page never scrolls sideways).
+Screenshots go to tests/artifacts/ (kept out of git by a .gitignore the test writes there).
 
 Set-up: Debian's ``chromium`` (installed with apt-get when missing and running as root) driven by the
 ``playwright`` Python package (pip-installed when missing; its own browser download is never used). The test
