@@ -16,6 +16,11 @@ if not workflow.config_settings.configfiles:
 include: "workflow/rules/common.smk"
 
 
+# `snakemake --report report.zip`: this description, the HTML report, its verdict table and each figure with its own
+# caption (workflow/rules/report.smk, workflow/report/)
+report: "workflow/report/workflow.rst"
+
+
 wildcard_constraints:
     exp="[A-Za-z0-9_]+",
     model=r"[A-Za-z0-9_]+(\.s[0-9]+)?",

@@ -1,8 +1,9 @@
 """Shared paths and builders for tests: the repository root, the shared material beside the checkout, tiny
-McCoy-format files and tokenized stores."""
+McCoy-format files and tokenized stores, and the rules for the report's receipts."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -85,3 +86,36 @@ def sweep_cells(b: float, *, alpha: float = 0.8, noise: float = 0.003, tolerance
     return cells.assign(subset=[f"pct{100 * f:g}" for f in cells["fraction"]], label=cells["model"],
                         final_val_ce=cells["val_ce"], train_ce=cells["val_ce"] - 0.01, best_step=1000, steps=1800,
                         stopped_early=True, budget_limited=False, late_spread=noise, eval_se=noise / 2)
+
+
+# The report's receipts (a check row's evidence, computed and limits): formulas in $...$, truth values as yes/no,
+# lists as words. Outside math and `code`, none of these may remain (issue 29).
+ASCII_MATH = {
+    "norm bars": r"\|\|",
+    "a caret": r"\^",
+    "a TeX subscript": r"_\{",
+    "an ASCII relation": r"\s(<=|>=|~=|->)\s|\s(<|>)\s(?=[-\w(])",
+    "a Python truth value": r"\b(True|False)\b",
+    "a Python list": r"\['|\[\]|\[\"",
+    "a function call written in ASCII": r"\b(sqrt|exp|erfinv|log10|gammaln)\(",
+    "a Greek letter spelled out": r"\b(pi|rho|rho_i|beta|delta|delta_i|xi|theta|sigma|chi|Gamma|gamma|alpha)\b",
+    "a snake_case name": r"\b[a-z][a-z0-9]*_[a-z0-9_]*[a-z0-9]\b",
+    "r* outside math": r"\br\*",
+}
+_MATH_OR_CODE = re.compile(r"`[^`]*`|(?<!\\)\$\$.+?(?<!\\)\$\$|(?<!\\)\$.+?(?<!\\)\$", re.S)
+
+
+def ascii_math(text: str | None) -> list[str]:
+    """What a receipt shows as plain ASCII that the report should typeset or say in words: 'kind: excerpt'."""
+    rest = _MATH_OR_CODE.sub(" ", text or "")
+    found = []
+    for kind, pattern in ASCII_MATH.items():
+        for match in re.finditer(pattern, rest):
+            found.append(f"{kind}: ...{rest[max(0, match.start() - 30):match.end() + 30]}...")
+    return found
+
+
+def receipt_problems(row: dict) -> list[str]:
+    """ascii_math of a check row's evidence, computed and limits, each problem naming its field."""
+    return [f"{row.get('id')}.{field}: {problem}" for field in ("evidence", "computed", "limits")
+            for problem in ascii_math(row.get(field))]

@@ -57,6 +57,7 @@ TEMPLATES: dict[str, str] = {
     "report_html": "report/index.html",
     "report_md": "report/report.md",
     "report_checks": "report/checks.json",
+    "report_verdicts": "report/verdicts.csv",
     "report_figures": "report/figures",
     # per-job logs and benchmark timings
     "log": "logs/{name}.log",
@@ -75,7 +76,8 @@ PRODUCERS: dict[str, str] = {
     "acts_radius_index": "activations",
     "nn_self": "neighbours", "nn_heldout": "neighbours", "nn_summary": "neighbours", "nn_radius": "neighbours",
     "nn_radius_meta": "neighbours",
-    "report_html": "report", "report_md": "report", "report_checks": "report", "report_figures": "report",
+    "report_html": "report", "report_md": "report", "report_checks": "report", "report_verdicts": "report",
+    "report_figures": "report",
 }
 # the stamp each rule writes beside its outputs (pretrained_activations shares activations' directory layout)
 STAMPS: dict[str, str] = {

@@ -3,7 +3,10 @@
 Checks what a reader sees: KaTeX typeset every formula (no raw ``$`` or TeX commands left in text nodes, no
 KaTeX error boxes, its fonts loaded from the page itself), every table-of-contents and summary link lands on
 an element, the table of contents stays on screen while scrolling, every figure decoded, and the page made no
-network request. Screenshots go to tests/artifacts/ (kept out of git by a .gitignore the test writes there).
+network request. Issue 29: the run header, the toy banner and the regime column are shown, the training figure has
+its floor zoom row, receipts show math typeset (no plain-ASCII formulas, truth values or lists), and every table
+sits in its own scrolling box inside the column, with headers in words (the page never scrolls sideways).
+Screenshots go to tests/artifacts/ (kept out of git by a .gitignore the test writes there).
 
 Set-up: Debian's ``chromium`` (installed with apt-get when missing and running as root) driven by the
 ``playwright`` Python package (pip-installed when missing; its own browser download is never used). The test
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -46,6 +50,17 @@ async () => {
       rawTex.push(node.textContent.trim().slice(0, 160));
     }
   }
+  const plain = el => [...el.childNodes].map(n => n.nodeType === Node.TEXT_NODE ? n.textContent
+                       : (n.classList && n.classList.contains('katex') ? '' : plain(n))).join('');
+  const asciiMath = [];
+  const prose = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  while (prose.nextNode()) {
+    const node = prose.currentNode;
+    if (!node.parentElement.closest('.katex, pre, code, script, style')
+        && /\^|\|\||\bTrue\b|\bFalse\b|\['|\s(<=|>=)\s/.test(node.textContent)) {
+      asciiMath.push(node.textContent.trim().slice(0, 160));
+    }
+  }
   const hrefs = sel => [...document.querySelectorAll(sel)].map(a => a.getAttribute('href'));
   const resolves = h => document.getElementById(decodeURIComponent(h.slice(1))) !== null;
   return {
@@ -57,10 +72,15 @@ async () => {
     katexErrors: [...document.querySelectorAll('.katex-error')].map(e => e.title || e.textContent),
     tocLinks: hrefs('#toc a'),
     brokenLinks: hrefs('a[href^="#"]').filter(h => !resolves(h)),
-    summaryLinks: hrefs('#summary a[href^="#claim-"]'),
+    summaryLinks: hrefs('#summary td:first-child a[href^="#claim-"]'),  // receipts may link to other claims
     images: [...document.images].map(i => ({alt: i.alt.slice(0, 80), complete: i.complete, width: i.naturalWidth})),
     katexFonts: [...document.fonts].filter(f => f.family.includes('KaTeX')).map(f => [f.family, f.status]),
     headings: [...document.querySelectorAll('h1, h2')].map(h => h.textContent),
+    asciiMath,
+    receiptMath: document.querySelectorAll('#summary td:nth-child(5) .katex').length,
+    evidenceMath: [...document.querySelectorAll('section p')].filter(p => p.textContent.startsWith('Evidence.'))
+                    .map(p => p.querySelectorAll('.katex').length),
+    headers: [...document.querySelectorAll('th')].map(plain),
   };
 }
 """
@@ -204,6 +224,57 @@ def test_the_run_header_the_toy_banner_and_the_regime_column_are_shown(browser_p
     assert page.locator(".toy-banner").is_visible()
     assert page.locator(".toy-banner").bounding_box()["y"] < VIEWPORT["height"]
     assert page.locator("th", has_text="regime").count() >= 1
+
+
+def test_math_in_the_receipts_is_typeset(state):
+    """Issue 29: receipts and evidence show formulas typeset (no e^{...}, ||x - rho||, True or ['a', 'b'] in text)."""
+    assert state["asciiMath"] == [], "plain-ASCII math, truth values or lists left in the page"
+    assert state["receiptMath"] >= 3 and sum(count > 0 for count in state["evidenceMath"]) >= 5
+
+
+def test_training_figure_has_the_floor_zoom_panel(browser_page):
+    """Issue 29: the training-curve figure has a zoom row where the exact floor and 1 are visibly apart."""
+    page, _, _ = browser_page
+    figure = page.locator("figure", has=page.locator("img[alt^='Training (solid) and validation (dashed)']")).first
+    caption = figure.locator("figcaption").inner_text()
+    apart = re.search(r"the exact floor and 1 are (\d+)% of the axis apart", caption)
+    assert "the bottom row shows the same curves on a linear axis" in caption and apart and int(apart[1]) >= 10
+    image = figure.locator("img")
+    assert image.evaluate("img => img.complete && img.naturalHeight > 0.6 * img.naturalWidth")  # two rows of panels
+    figure.scroll_into_view_if_needed()
+    figure.screenshot(path=str(_artifact("report_browser_training.png")))
+
+
+TABLE_WIDTHS_JS = r"""
+() => {
+  const closed = [...document.querySelectorAll('details:not([open])')];
+  closed.forEach(d => d.open = true);  // measure the collapsed tables too
+  const column = document.querySelector('main').getBoundingClientRect();
+  const tables = [...document.querySelectorAll('main table')].map(t => {
+    const wrap = t.parentElement, box = wrap.getBoundingClientRect();
+    return {wrapped: wrap.classList.contains('table-wrap'), table: t.scrollWidth, wrap: wrap.clientWidth,
+            scrolls: getComputedStyle(wrap).overflowX === 'auto', inColumn: box.right <= column.right + 1,
+            head: [...t.querySelectorAll('th')].slice(0, 4).map(h => h.textContent).join(' | ')};
+  });
+  const body = document.body.scrollWidth;
+  closed.forEach(d => d.open = false);
+  return {tables, body, viewport: window.innerWidth};
+}
+"""
+
+
+def test_no_table_overflows_the_page_and_headers_are_words(browser_page, state):
+    """Issue 29: every table sits in its own horizontally scrolling box inside the column (fitting it, or scrolling
+    inside it), the page never scrolls sideways, and no header shows a snake_case name (math excepted)."""
+    page, _, _ = browser_page
+    measured = page.evaluate(TABLE_WIDTHS_JS)
+    tables = measured["tables"]
+    widest = max(tables, key=lambda t: t["table"])
+    print(f"widest table {widest['table']} px in a {widest['wrap']} px box: {widest['head']}")
+    assert len(tables) >= 10 and all(t["wrapped"] and t["scrolls"] and t["inColumn"] for t in tables)
+    assert all(t["table"] <= t["wrap"] or t["scrolls"] for t in tables)
+    assert measured["body"] <= measured["viewport"]
+    assert [header for header in state["headers"] if "_" in header] == []
 
 
 def test_missing_chromium_skips_with_the_reason(monkeypatch):

@@ -475,7 +475,10 @@ def report_benchmarks():
     return names + [name for run in runs() for name in run_benchmarks(*run)]
 
 
-REPORT_FILES = [at(name) for name in ("report_html", "report_md", "report_checks")]
+REPORT_FILES = [
+    at(name)
+    for name in ("report_html", "report_md", "report_checks", "report_verdicts")
+]
 
 
 def all_targets(w):

@@ -1,16 +1,20 @@
 rule report:
-    """Bound-verification report: checks.json, report.md, self-contained index.html and figures."""
+    """Bound-verification report: checks.json, verdicts.csv, report.md, self-contained index.html and figures."""
     input:
         report_inputs,
     output:
-        html=P("report_html"),
+        html=report(P("report_html"), caption="../report/index.rst", category="Report"),
         markdown=P("report_md"),
         checks=P("report_checks"),
+        verdicts=report(
+            P("report_verdicts"), caption="../report/verdicts.rst", category="Report"
+        ),
         figures=report(
             directory(P("report_figures")),
             patterns=["{name}.png"],
             caption="../report/figures.rst",
             category="Figures",
+            labels={"figure": "{name}"},
         ),
     log:
         log_path("report"),

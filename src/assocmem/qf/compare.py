@@ -287,7 +287,7 @@ def fidelity_rows(generated: Sequence[QFExample], reference: Sequence[QFExample]
 # --- report tables ---------------------------------------------------------------------------------------
 
 FIDELITY_TABLE_HEADER = ["data", "fold", "distribution", "TV ours vs McCoy", "noise floor", "TV / noise floor",
-                         "TV <= 1.5 x noise"]
+                         r"$\mathrm{TV}\le 1.5\times$ noise"]
 RATE_TABLE_HEADER = ["rate", "ours", "McCoy (configured reference)", "binomial p"]
 
 

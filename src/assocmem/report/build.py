@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import platform
 from collections.abc import Callable, Sequence
 from importlib import metadata
@@ -16,12 +18,15 @@ from assocmem.dataset_kinds import kind_of
 from assocmem.io import write_text
 from assocmem.report import claims, figures
 from assocmem.report.artifacts import Experiment, Run
+from assocmem.report.columns import human_label
 from assocmem.report.evidence import Evidence
 from assocmem.report.header import config_files_of_the_run, run_header
 from assocmem.report.render import (
     CE_UNIT,
     Section,
     checks_json,
+    claim_anchor,
+    claim_label,
     claim_section,
     errata_section,
     markdown_table,
@@ -123,8 +128,8 @@ def data_section(exp: Experiment) -> Section:
         "**Fidelity to McCoy's data.** Fit on one half of the real file, generate 100,000 lines, compare with the "
         f"half the fit never saw, for {source}; gen: the same with interleaved halves of McCoy's question.gen. "
         "TV = total-variation distance; noise floor = mean TV between two independent samples of the same sizes "
-        "from one distribution; goal TV <= 1.5 x noise floor. The noise floor holds sampling noise only: a "
-        "correctly specified model fitted on 500 lines passes all six dev checks with probability "
+        "from one distribution; goal $\\mathrm{TV}\\le 1.5\\times$ noise floor. The noise floor holds sampling "
+        "noise only: a correctly specified model fitted on 500 lines passes all six dev checks with probability "
         f"{calibration['pass_rate_all_measures_both_folds']:.2f} and the two template checks with probability "
         f"{calibration['pass_rate_template_both_folds']:.2f} (simulation, {calibration['n_rep']} files). "
         f"Model choice: {shipped['selection_rule']}.")
@@ -196,8 +201,7 @@ def neighbour_section(exp: Experiment, fig_dir: Path) -> Section:
         "$r^* = \\sqrt{n/(2\\pi e)}$ and $2r^*$ with $n$ = d_model.")
     section.tables.append(duplicate_table(exp))
     section.figures.append(figures.nn_by_layer(exp, fig_dir))
-    x_range = figures.nn_distance_range(exp.runs)
-    section.figures += [figures.nn_histograms(run, fig_dir, x_range) for run in exp.runs]
+    section.figures += [figures.nn_histograms(run, fig_dir) for run in exp.runs]  # each run on its own x-range
     return section
 
 
@@ -221,9 +225,13 @@ def provenance_section(config: dict[str, Any], experiments: list[Experiment], re
     return section
 
 
+WIDE_TABLE_COLUMNS = 8  # a numbers table with more columns than this, and fewer rows than columns, is transposed
+
+
 def numbers_tables(numbers: dict[str, Any], units: dict[str, str] | None = None) -> list[str]:
-    """Keys 'prefix.quantity' become one row per prefix and one column per quantity; the rest a plain list.
-    Column headers carry units (``units`` by quantity name; cross-entropies are nats/token)."""
+    """Keys 'prefix.quantity' become one row per prefix and one column per quantity (transposed when that is wider
+    than ``WIDE_TABLE_COLUMNS`` and has fewer rows than columns, so it fits the page); the rest a plain list. Headers
+    are in words and carry units (``units`` by quantity name; cross-entropies are nats/token)."""
     plain, grouped = [], {}
     for key, value in numbers.items():
         prefix, _, quantity = key.rpartition(".")
@@ -234,9 +242,14 @@ def numbers_tables(numbers: dict[str, Any], units: dict[str, str] | None = None)
     tables = [markdown_table(["quantity", "value"], plain)] if plain else []
     by_columns: dict[tuple[str, ...], list[list[Any]]] = {}
     for prefix, values in grouped.items():
-        by_columns.setdefault(tuple(values), []).append([prefix, *values.values()])
+        by_columns.setdefault(tuple(values), []).append([human_label(prefix), *values.values()])
     for columns, rows in by_columns.items():
-        tables.append(markdown_table(["set", *(quantity_header(c, units) for c in columns)], rows))
+        names = [quantity_header(c, units) for c in columns]
+        if len(columns) + 1 > WIDE_TABLE_COLUMNS and len(rows) < len(columns):
+            tables.append(markdown_table(["quantity", *(row[0] for row in rows)],
+                                         [[name, *(row[1 + i] for row in rows)] for i, name in enumerate(names)]))
+        else:
+            tables.append(markdown_table(["set", *names], rows))
     return tables
 
 
@@ -251,6 +264,19 @@ def theory_sections(checks: list[dict[str, Any]], fig_dir: Path) -> list[Section
         sections.append(claim_section(check, tables, figures))
     errata = errata_section(checks)
     return sections + ([errata] if errata else [])
+
+
+VERDICTS_HEADER = ["claim", "label", "verdict", "how we know", "section in index.html"]
+
+
+def verdicts_csv(checks: list[dict[str, Any]]) -> str:
+    """The verdict table as CSV, one row per claim (registered with `snakemake --report`; opens in any spreadsheet)."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(VERDICTS_HEADER)
+    writer.writerows([check["id"], claim_label(check), check["verdict"], check.get("how", ""),
+                      f"index.html#{claim_anchor(check['id'])}"] for check in checks)
+    return out.getvalue()
 
 
 def build_report(params: dict[str, Any], results_dir: Path, out_dir: Path) -> list[dict[str, Any]]:
@@ -277,6 +303,7 @@ def build_report(params: dict[str, Any], results_dir: Path, out_dir: Path) -> li
                       for run in exp.trained_runs})
     header = run_header(config, config_files_of_the_run(), devices, package_versions())
     write_text(out_dir / "checks.json", checks_json(checks, evidence.convergence_records()))
+    write_text(out_dir / "verdicts.csv", verdicts_csv(checks))
     write_text(out_dir / "report.md", render_markdown(title, checks, sections, out_dir, header))
     write_text(out_dir / "index.html", render_html(title, checks, sections, header))
     return checks

@@ -43,7 +43,8 @@ class RunHeader:
         banner = f"<p class='toy-banner' role='note'>{html.escape(self.banner)}</p>" if self.banner else ""
         rows = "".join(f"<tr><th scope='row'>{html.escape(key)}</th><td>{html.escape(value)}</td></tr>"
                        for key, value in self.rows)
-        return f"<style>{HEADER_CSS}</style>{banner}<table class='run-header'>{rows}</table>"
+        return (f"<style>{HEADER_CSS}</style>{banner}"
+                f"<div class='table-wrap'><table class='run-header'>{rows}</table></div>")
 
 
 def run_header(config: dict[str, Any], config_files: list[str], devices: list[str],

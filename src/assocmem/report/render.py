@@ -18,9 +18,12 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from assocmem.errors import AssocmemError
 from assocmem.report import claims
 from assocmem.report.claims import VERDICTS
+from assocmem.report.columns import human_header
 from assocmem.report.header import RunHeader
 from assocmem.report.style import PNG_DPI
 
@@ -72,8 +75,8 @@ def claim_anchor(claim_id: str) -> str:
 def format_number(value: Any) -> str:
     if value is None:  # check rows store non-finite numbers as null
         return "n/a"
-    if isinstance(value, bool):
-        return str(value)
+    if isinstance(value, bool | np.bool_):
+        return "yes" if value else "no"
     if isinstance(value, int):
         return f"{value:,}" if abs(value) >= 10_000 else str(value)
     if isinstance(value, float):
@@ -84,10 +87,11 @@ def format_number(value: Any) -> str:
 
 
 def markdown_table(header: list[str], rows: list[list[Any]]) -> str:
+    """A GitHub-flavoured Markdown table; snake_case headers are shown in words (:func:`columns.human_header`)."""
     def cell(value: Any) -> str:
         return format_number(value).replace("|", "\\|").replace("\n", " ")
 
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines = ["| " + " | ".join(cell(human_header(h)) for h in header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
     return "\n".join(lines)
 
@@ -98,7 +102,7 @@ def quantity_header(quantity: str, units: dict[str, str] | None = None) -> str:
     unit = (units or {}).get(quantity)
     if unit is None and (quantity.endswith("_ce") or quantity == "floor" or quantity.endswith("_minus_floor")):
         unit = CE_UNIT
-    return f"{quantity} ({unit})" if unit else quantity
+    return f"{human_header(quantity)} ({unit})" if unit else human_header(quantity)
 
 
 # ---------------------------------------------------------------------------------------------- claims
@@ -281,7 +285,7 @@ _NUMBER = re.compile(r"^[-+−]?(\d[\d,]*\.?\d*|\.\d+)(e[-+]?\d+)?%?$|^nan$|^n/a
 def html_table(markdown: str) -> str:
     """A Markdown table as HTML: verdict cells as badges, numbers right-aligned, wide tables scroll."""
     lines = [line for line in markdown.splitlines() if line.strip()]
-    header = [c.strip() for c in lines[0].strip().strip("|").split(" | ")]
+    header = [c.strip().replace("\\|", "|") for c in lines[0].strip().strip("|").split(" | ")]
     body = [[c.strip().replace("\\|", "|") for c in line.strip().strip("|").split(" | ")] for line in lines[2:]]
     head = "".join(f"<th>{inline_html(h)}</th>" for h in header)
     verdict_column = header.index("verdict") if "verdict" in header else -1

@@ -217,7 +217,7 @@ def sweep_section(exp: Experiment, analysis: dict[str, Any], floor: float | None
     section.tables.append(markdown_table(
         ["D (tokens)", "threshold boundary N", "tolerance (nats)", "best val CE (nats/token)",
          "at the largest N (censored above)", "at the smallest N (censored below)", "budget-limited cells",
-         "boundary range they leave", "parametric N_b", "parametric N_b inside the grid"],
+         "boundary range they leave", "parametric $N_b$", "parametric $N_b$ inside the grid"],
         [[row.n_tokens, row.n_boundary, row.tolerance, row.best_val_ce, row.at_grid_edge, row.at_smallest_n,
           row.budget_limited_cells, f"{row.n_low:g}-{row.n_high:g}", n_b, inside]
          for row, n_b, inside in zip(points.itertuples(), parametric.get("n_boundary", [np.nan] * len(points)),

@@ -91,7 +91,7 @@ def test_eq12_and_lemma5_rows() -> None:
     assert abs(n["n3.r1.5.printed"] / n["n3.r1.5.quadrature"] - 1) > 0.05
     lemma = lemma5([(80_000, 1024, "gpt2_medium"), (10, 4, "tiny")])
     assert_valid(lemma)
-    assert lemma["verdict"] == "corrected" and "gpt2_medium" in lemma["evidence"]
+    assert lemma["verdict"] == "corrected" and "GPT-2 medium" in lemma["evidence"]
     assert "tiny" not in lemma["evidence"]  # r* < 1 there, the printed lower bound happens to hold
     with pytest.raises(AssocmemError):
         lemma5([])
@@ -259,7 +259,8 @@ def test_scaling_sweep_verdict_rests_on_the_profile_interval_after_the_power_che
     assert_valid(refuted)
     assert refuted["verdict"] == "refuted" and refuted["numbers"]["b_ci_high"] == 0.8
     assert "lies below the paper's 2" in refuted["evidence"] and "Fragile" not in refuted["evidence"]
-    assert "chi^2/dof = 1.18." in refuted["evidence"] and refuted["numbers"]["chi2_per_dof"] == pytest.approx(20 / 17)
+    assert r"$\chi^2/\mathrm{dof}=1.18$." in refuted["evidence"]
+    assert refuted["numbers"]["chi2_per_dof"] == pytest.approx(20 / 17)
     assert refuted["numbers"]["sim_b2.coverage"] == 0.95 and refuted["numbers"]["D1000.inside_grid"]
     assert "excluded: the paper's 2" in refuted["evidence"] and "Hoffmann et al.'s 1" not in \
         refuted["evidence"].split("excluded:")[1].split(".")[0]
@@ -272,7 +273,7 @@ def test_scaling_sweep_without_power_or_inside_the_grid_is_not_testable() -> Non
     """The same refuting interval counts for nothing when simulated grids of the design could not show b = 2, or
     when the boundary lies outside the N grid at all but one D."""
     weak = scaling_sweep(_sweep_analysis((0.4, 0.8), can_detect=False), floor=0.99)
-    assert weak["verdict"] == "not-testable" and "cannot show b = 2: coverage 70%" in weak["evidence"]
+    assert weak["verdict"] == "not-testable" and "cannot show $b=2$: coverage 70%" in weak["evidence"]
     outside = scaling_sweep(_sweep_analysis((0.4, 0.8), in_grid=(True, False, False, False)), floor=0.99)
     assert outside["verdict"] == "not-testable" and "extrapolated" in outside["evidence"]
 
@@ -303,7 +304,7 @@ def test_loss_floor_decides_corrected_before_refuted() -> None:
     L >= H on the same run: corrected, not refuted (the order the verdicts' definitions imply)."""
     exact = loss_floor(_final([0.99]), floor=0.99)
     assert_valid(exact)
-    assert exact["verdict"] == "corrected" and "L >= H holds" in exact["evidence"]
+    assert exact["verdict"] == "corrected" and r"$L\ge H$ holds" in exact["evidence"]
     between = loss_floor(_final([0.995]), floor=0.99)  # below 1, above the floor: still corrected
     assert between["verdict"] == "corrected"
     below_floor = loss_floor(_final([0.85]), floor=0.9)

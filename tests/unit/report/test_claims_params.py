@@ -70,7 +70,7 @@ def test_gpt2_exact_counts_and_appendix_numbers(row: dict) -> None:
 
 def test_verdict_corrected_with_corrected_statement(row: dict) -> None:
     assert row["verdict"] == "corrected"
-    assert "d_FF = 4 d_emb" in row["evidence"] and "354,823,168" in row["evidence"]
+    assert r"$d_{\mathrm{FF}}=4d_{\mathrm{emb}}$" in row["evidence"] and "354,823,168" in row["evidence"]
     assert "-29.0%" in row["evidence"]
 
 
@@ -87,11 +87,11 @@ def test_pipeline_models_match_torch_count(row: dict, configs: dict[str, ModelCo
 def test_wrong_n_params_flips_to_refuted(configs: dict[str, ModelConfig]) -> None:
     good = measured_row("good", configs["tied"])
     # an untied model reported with the tied count: the head's V*d parameters are missing
-    bad = model_row("bad_head", configs["untied"], DecoderLM(configs["tied"]).num_parameters())
+    bad = model_row("bad-head", configs["untied"], DecoderLM(configs["tied"]).num_parameters())
     row = params(pd.DataFrame([good, bad]))
-    assert row["verdict"] == "refuted" and "bad_head" in row["evidence"]
+    assert row["verdict"] == "refuted" and "bad-head" in row["evidence"]
     assert "good (" not in row["evidence"]
-    assert row["numbers"]["bad_head.count_matches"] == 0 and row["numbers"]["good.count_matches"] == 1
+    assert row["numbers"]["bad-head.count_matches"] == 0 and row["numbers"]["good.count_matches"] == 1
     off_by_one = params(pd.DataFrame([model_row("m", configs["tied"], good["n_params"] + 1)]))
     assert off_by_one["verdict"] == "refuted" and "m (measured" in off_by_one["evidence"]
 

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from assocmem.report import claims, render
 from assocmem.report.build import numbers_tables, stage_timings, theory_sections
+from assocmem.report.columns import HEADERS, WORDS
 from assocmem.report.figures import radius_star, save_figure
 from assocmem.report.render import (
     Section,
@@ -84,7 +85,7 @@ def test_numbers_are_pivoted_by_prefix_with_units():
     assert tables[0].splitlines()[2] == "| total | 4 |"
     assert tables[1].splitlines()[0] == "| set | mean | median |"
     assert "| L2/emb | 2.0 | 1.5 |" in tables[1] or "| L2/emb | 2 | 1.5 |" in tables[1]
-    assert tables[2].splitlines()[0] == "| set | test_ce (nats/token) |"
+    assert tables[2].splitlines()[0] == "| set | test CE (nats/token) |"
     assert numbers_tables({"s.radius": 2.0}, {"radius": "L2"})[0].splitlines()[0] == "| set | radius (L2) |"
 
 
@@ -250,14 +251,29 @@ def test_katex_bundle_inlines_every_font():
     assert "katex" in script[:2000].lower()
 
 
+def _receipts() -> list[str]:
+    """Evidence, computed and limits of the claims that need no run (their math is the densest)."""
+    import pandas as pd
+
+    from assocmem.report.claims.literature import PARAMS_COLUMNS, params
+    from assocmem.report.claims.partition import eq12, lemma5
+
+    rows = [eq12(), lemma5([(80_000, 1024, "paper"), (120, 32, "this_run")]),
+            params(pd.DataFrame(columns=PARAMS_COLUMNS))]
+    return [row[field] for row in rows for field in ("evidence", "computed", "limits") if row[field]]
+
+
 @pytest.mark.skipif(shutil.which("node") is None, reason="node not installed: KaTeX parse check needs it")
 def test_report_tex_parses_with_the_vendored_katex(tmp_path):
-    """Every TeX string the renderer itself writes (claim titles, figure captions) parses in KaTeX."""
+    """Every TeX string the renderer itself writes (claim titles, figure captions, column headers, receipts) parses in
+    KaTeX."""
     from assocmem.report import figures, style
 
     texts = [tex for claim in claims.all_claims() for tex in (claim.title_tex, claim.statement_tex)]
     texts.append(figures._mean_median_r_star_words())
     texts += [figures.eq12_ball_integral(radii=[1.0, 2.0])[1], figures.fig1_landscapes(num=5)[1]]
+    texts += [*HEADERS.values(), *WORDS.values()]
+    texts += _receipts()
     plt.close("all")
     assert style.PAGE_WIDTH_IN  # figures above were drawn in the report style
     formulas = [m for text in texts for m in re.findall(r"(?<!\\)\$(.+?)(?<!\\)\$", text)]

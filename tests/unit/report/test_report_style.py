@@ -175,7 +175,95 @@ def test_training_curves_caption_names_both_horizontal_lines(experiment, tmp_pat
     plt.close(fig)
 
 
-def test_nn_histograms_share_bins_and_x_range(experiment, tmp_path):
+def _converged(run: Run, floor: float, end: float) -> Run:
+    """``run`` with curves that fall from 3 to ``end`` (train) and ``end`` + 0.004 (validation) near ``floor``."""
+    steps = run.metrics["step"].to_numpy()
+    fall = np.exp(-(steps - steps[0]) / 15.0)
+    train = end + (3 - end) * fall
+    metrics = pd.DataFrame({"step": steps, "train_loss": train, "train_eval_ce": train, "val_ce": train + 0.004})
+    return Run(**{**run.__dict__, "metrics": metrics})
+
+
+def _drawn_training_curves(experiment, tmp_path, monkeypatch):
+    drawn = []
+    monkeypatch.setattr(figures, "save_figure", lambda fig, out, name: drawn.append(fig) or [out / f"{name}.png"])
+    _, caption = figures.training_curves(experiment, tmp_path)
+    return drawn[0], caption
+
+
+def test_training_curves_zoom_on_the_floor_shows_the_floor_and_1_apart(experiment, tmp_path, monkeypatch):
+    """Issue 29: on the log axis the floor (0.9917 in the default run) and the paper's 1 are one line; the zoom panel
+    (linear) holds both, the converged curves' ends, and puts them a visible fraction of the axis apart."""
+    floor = 0.9917
+    runs = [_converged(run, floor, floor + 0.001) if run.subset == "pct100" else run for run in experiment.runs]
+    exp = Experiment(**{**experiment.__dict__, "runs": runs, "floor": {"train": {"floor_nats_per_token": floor}}})
+    fig, caption = _drawn_training_curves(exp, tmp_path, monkeypatch)
+    zooms = [ax for ax in fig.axes if ax.get_label() == figures.FLOOR_ZOOM]
+    assert len(zooms) == 2 and all(ax.get_yscale() == "linear" for ax in zooms)
+    low, high = zooms[0].get_ylim()
+    assert low < floor < 1.0 < high and (1.0 - floor) / (high - low) > 0.15
+    ends = [float(run.metrics[c].iloc[-1]) for run in runs if run.subset == "pct100" for c in ("train_loss", "val_ce")]
+    assert all(low < end < high for end in ends)
+    assert zooms[0].get_ylim() == zooms[1].get_ylim() and "bottom row" in caption
+    assert f"1 are {(1.0 - floor) / (high - low):.0%} of the axis apart" in caption
+    texts = {t.get_text() for ax in zooms for t in ax.texts}
+    assert {"exact floor 0.9917", "paper's L = 1"} <= texts and "no curve ends inside this range" not in texts
+    plt.close(fig)
+
+
+def test_floor_zoom_limits_ignore_curves_far_from_the_floor():
+    assert figures.floor_zoom_limits(0.9917, [0.45, 2.05]) == pytest.approx((0.9817, 1.02))
+    low, high = figures.floor_zoom_limits(0.9917, [0.985, 1.03, 1.8])
+    assert low == pytest.approx(0.975) and high == pytest.approx(1.05)
+    assert figures.floor_zoom_limits(1.2, [1.25]) == pytest.approx((0.99, 1.27))  # a floor above 1: 1 still shown
+
+
+def test_a_zoom_no_curve_reaches_says_so(experiment, tmp_path, monkeypatch):
+    fig, _ = _drawn_training_curves(experiment, tmp_path, monkeypatch)  # curves end at 1.3 and above
+    zooms = [ax for ax in fig.axes if ax.get_label() == figures.FLOOR_ZOOM]
+    assert all("no curve ends inside this range" in {t.get_text() for t in ax.texts} for ax in zooms)
+    plt.close(fig)
+
+
+def test_training_curves_without_a_floor_have_no_zoom(experiment, tmp_path, monkeypatch):
+    exp = Experiment(**{**experiment.__dict__, "floor": None})
+    fig, caption = _drawn_training_curves(exp, tmp_path, monkeypatch)
+    assert len(fig.axes) == 2 and not any(ax.get_label() == figures.FLOOR_ZOOM for ax in fig.axes)
+    assert "bottom row" not in caption
+    plt.close(fig)
+
+
+def _scaled(run: Run, scale: float, outliers: int = 0) -> Run:
+    """``run`` with its NN distances times ``scale`` and its first ``outliers`` rank-1 distances made 20x longer."""
+    nn_self = run.nn_self.assign(distance=run.nn_self["distance"] * scale)
+    nn_self.loc[nn_self.index[:outliers], "distance"] *= 20
+    return Run(**{**run.__dict__, "nn_self": nn_self})
+
+
+def test_nn_histograms_fill_each_runs_own_panels(experiment, tmp_path, monkeypatch):
+    """Issue 29: a full-data run's distances (here 0-3) are not squeezed into another run's range (0-60); a few long
+    distances neither: the run's x-range ends at the 99% quantile and the longer ones are counted in the last bin."""
+    drawn = []
+    monkeypatch.setattr(figures, "save_figure", lambda fig, out, name: drawn.append(fig) or [out / f"{name}.png"])
+    small, large = _scaled(experiment.runs[0], 1.0, outliers=2), _scaled(experiment.runs[1], 20.0)
+    (_, caption_small), (_, caption_large) = (figures.nn_histograms(run, tmp_path) for run in (small, large))
+    assert "axes differ between runs" in caption_small
+    for fig, run in zip(drawn, (small, large), strict=True):
+        frame = run.nn_self[(run.nn_self["rank"] == 1) & (run.nn_self["layer"] == "final_ln")]
+        bulk = float(frame["distance"].quantile(0.99))
+        two_r_star = 2 * figures.radius_star(32)
+        for ax in fig.axes:
+            low, high = ax.get_xlim()
+            assert low == 0 and bulk <= high <= 1.1 * max(bulk, two_r_star)
+            counts = sum(patch.get_height() for patch in ax.patches)
+            assert counts == len(frame) / 2  # every distance counted, the long ones in the last bin
+    assert drawn[0].axes[0].get_xlim()[1] < drawn[1].axes[0].get_xlim()[1] / 5
+    assert "beyond" in drawn[0].axes[0].get_title() or "beyond" in drawn[0].axes[1].get_title()
+    for fig in drawn:
+        plt.close(fig)
+
+
+def test_nn_histograms_take_a_given_range(experiment, tmp_path):
     x_range = figures.nn_distance_range(experiment.runs)
     path, caption = figures.nn_histograms(experiment.runs[0], tmp_path, x_range)
     assert path.exists() and path.with_suffix(".pdf").exists()

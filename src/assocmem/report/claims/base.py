@@ -10,7 +10,7 @@ Verdict rules are fixed in the code (thresholds are arguments with documented de
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -52,6 +52,29 @@ def check_row(claim_id: str, computed: str, numbers: Mapping[str, Any], verdict:
             "verdict": verdict, "evidence": evidence, "how": how,
             "quote": [quote.as_dict() for quote in claim.quotes], "statement_tex": claim.statement_tex,
             "ours_tex": ours_tex, "limits": limits}
+
+
+# ---------------------------------------------------------------- words for the receipts
+# Evidence, computed and limits are the report's text: formulas go in $...$ (TeX, typeset by the report), a truth
+# value reads yes/no and a list reads as words, never as Python's repr.
+
+
+def yes_no(value: bool | np.bool_) -> str:
+    return "yes" if value else "no"
+
+
+def listing(items: Iterable[Any], empty: str = "none") -> str:
+    """'a, b, c' (``empty`` when there is nothing)."""
+    return ", ".join(str(item) for item in items) or empty
+
+
+def tex_number(value: float, digits: int = 3) -> str:
+    """A number for running text: plain (0.25, -4.69) where it reads so, else as TeX math ($-1.38\\times10^{-54}$)."""
+    text = f"{value:.{digits}g}"
+    if "e" not in text:
+        return text
+    mantissa, exponent = text.split("e")
+    return f"${mantissa}\\times10^{{{int(exponent)}}}$"
 
 
 def require_columns(frame: pd.DataFrame, columns: Sequence[str], what: str) -> None:

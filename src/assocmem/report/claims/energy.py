@@ -10,7 +10,7 @@ import numpy as np
 
 from assocmem.errors import AssocmemError
 from assocmem.report import quotes
-from assocmem.report.claims.base import check_row
+from assocmem.report.claims.base import check_row, tex_number, yes_no
 from assocmem.report.claims.registry import Claim, Erratum, register
 from assocmem.report.evidence import Evidence
 from assocmem.theory import energy as en
@@ -79,13 +79,14 @@ def prop1(train_acts_by_layer: Mapping[str, np.ndarray], query_acts_by_layer: Ma
     numbers["unsquared_counterexample_violation"] = example["violation"]
     return check_row(
         "prop1",
-        "E(x) = -log sum exp(-||x-rho||^2) and g(x) = min ||x-rho||^2 (float64, chunked) for every query "
-        "against its layer's training activations, plus synthetic random/duplicate/d=1/huge-norm sets.",
+        r"$E(x)=-\log\sum_i e^{-\|x-\rho_i\|^2}$ and $g(x)=\min_i\|x-\rho_i\|^2$ (float64, chunked) for every "
+        r"query against its layer's training activations, plus synthetic random, duplicate, $d=1$ and huge-norm "
+        "sets.",
         numbers, "reproduced" if holds else "refuted",
-        "Holds (Lemma 3) with g the SQUARED distance; with the plain distance the upper side fails "
-        "(d=1, |x-rho|=2: E=4 > g=2). Upper side is strict iff d >= 2 (equality for d=1); the lower side is "
-        "attained by d duplicated patterns. frac_energy_equals_g is the share of queries where the "
-        "LogSumExp collapses to the hard nearest neighbour in float64.",
+        r"Holds (Lemma 3) with $g$ the SQUARED distance; with the plain distance the upper side fails ($d=1$, "
+        r"$\|x-\rho\|=2$: $E=4>g=2$). The upper side is strict iff $d\ge 2$ (equality for $d=1$); the lower side "
+        r"is attained by $d$ duplicated patterns. The share with $E=g$ (numbers table) is the share of queries "
+        "where the LogSumExp collapses to the hard nearest neighbour in float64.",
         "derived",
         ours_tex=(r"$g(x)-\log d\le E(x)\le g(x)$ holds for the squared distance; $E=g$ iff $d=1$, "
                   r"$E=g-\log d$ iff all $\|x-\rho_i\|^2$ are equal."))
@@ -123,19 +124,23 @@ def prop2(train_acts_by_layer: Mapping[str, np.ndarray], query_acts_by_layer: Ma
                     "closed_form.beyond_max_norm.gap": closed["beyond_max_norm.prop2_gap"]})
     return check_row(
         "prop2",
-        "gap = E(x) - (2 E_MCHN^{beta=2}(x) - log d) with E_MCHN from its definition (Ramsauer et al., N -> d), "
-        "per layer of real activations, on synthetic random/duplicate/d=1/huge-norm sets and on the extreme sets "
-        "where the sharp bounds are attained (equal norms, the centre of a sphere of patterns, a query far beyond "
-        "the smallest- or the largest-norm pattern).",
+        r"$\mathrm{gap}=E(x)-\left(2E^{\beta=2}_{\mathrm{MCHN}}(x)-\log d\right)$ with $E_{\mathrm{MCHN}}$ from its "
+        r"definition (Ramsauer et al., $N\to d$), per layer of real activations, on synthetic random, duplicate, "
+        r"$d=1$ and huge-norm sets and on the extreme sets where the sharp bounds are attained (equal norms, the "
+        "centre of a sphere of patterns, a query far beyond the smallest- or the largest-norm pattern).",
         numbers, "reproduced" if printed_holds else "refuted",
-        f"Holds as printed on every set: {printed_holds}. It is one-sided: with delta_i = max||rho||^2 - "
-        "||rho_i||^2 in [0, spread], 2E_MCHN - log d = -LSE(-||x-rho_i||^2 - delta_i), so -spread <= gap <= 0 "
-        f"(holds on every set: {sharp_holds}). Both ends are sharp: gap = 0 exactly for equal norms and "
-        f"{closed['beyond_max_norm.prop2_gap']:.3g} (-> 0) for a query beyond the largest-norm pattern although "
-        f"the spread is {closed['spread']:g}; gap = {closed['beyond_min_norm.prop2_gap']:.6g} (-> -spread) beyond "
-        "the smallest-norm pattern. The proof's last step (App. B.1) is right in the LaTeX source, "
-        "max_i |‖rho_i‖^2 - xi^2| = xi^2 - min‖rho‖^2; the PDF text prints max‖rho_i‖^2 - xi^2 (= 0), which "
-        "would be false: see the quote.",
+        f"Holds as printed on every set: {yes_no(printed_holds)}. "
+        r"It is one-sided: with $\delta_i=\max_j\|\rho_j\|^2-\|\rho_i\|^2\in[0,\mathrm{spread}]$, "
+        r"$2E_{\mathrm{MCHN}}-\log d=-\mathrm{LSE}\left(-\|x-\rho_i\|^2-\delta_i\right)$, so "
+        r"$-\mathrm{spread}\le\mathrm{gap}\le 0$ "
+        f"(holds on every set: {yes_no(sharp_holds)}). "
+        r"Both ends are sharp: $\mathrm{gap}=0$ exactly for equal norms and "
+        f"{tex_number(closed['beyond_max_norm.prop2_gap'])} "
+        r"($\to 0$) for a query beyond the largest-norm pattern although the spread is "
+        f"{closed['spread']:g}; the gap is {tex_number(closed['beyond_min_norm.prop2_gap'], 6)} "
+        r"($\to-\mathrm{spread}$) beyond the smallest-norm pattern. The proof's last step (App. B.1) is right in "
+        r"the LaTeX source, $\max_i\big|\|\rho_i\|^2-\xi^2\big|=\xi^2-\min_i\|\rho_i\|^2$; the PDF text prints "
+        r"$\max_i\|\rho_i\|^2-\xi^2$ ($=0$), which would be false: see the quote.",
         "derived",
         ours_tex=(r"$-\left(\max_i\|\rho_i\|^2-\min_i\|\rho_i\|^2\right)\le E(x)-\left(2E^{\beta=2}_"
                   r"{\mathrm{MCHN}}(x)-\log d\right)\le 0$, both ends sharp; the printed two-sided bound holds. "
@@ -166,17 +171,20 @@ def prop3(train_acts_by_layer: Mapping[str, np.ndarray], query_acts_by_layer: Ma
                     "closed_form.beyond_min_norm.sharp_lower": -closed["spread"] - np.log(2.0)})
     return check_row(
         "prop3",
-        "g - 2E_MCHN^{beta=2} on a two-pattern counterexample, on every layer's queries, on the synthetic sets and "
-        "on the extreme sets of Prop. 2.",
+        r"$g-2E^{\beta=2}_{\mathrm{MCHN}}$ on a two-pattern counterexample, on every layer's queries, on the "
+        "synthetic sets and on the extreme sets of Prop. 2.",
         numbers, "corrected" if sharp_holds else "refuted",
-        "Minimal counterexample: rho_1=(1,0), rho_2=(-1,0) (equal norms, spread 0), x=rho_1: "
-        f"g - 2E_MCHN = log(1+e^-4) - log 2 = {example['g_minus_2mchn']:.4f} < 0 = printed lower bound. "
-        "From Prop. 1 (g - E in [0, log d]) and the sharp Prop. 2 (E - 2E_MCHN + log d in [-spread, 0]): "
-        "-(spread + log d) <= g - 2E_MCHN <= 0, i.e. log d belongs on the lower side and the upper bound is 0, "
-        f"not spread + log d (holds on every set: {sharp_holds}). Sharp: the upper bound 0 is attained at the "
-        "centre of a sphere of patterns (max_value of extreme_sphere_centre); the lower bound is approached "
-        f"beyond the smallest-norm pattern ({closed['beyond_min_norm.prop3_value']:.6g} vs "
-        f"{-closed['spread'] - np.log(2.0):.6g}). The printed upper bound is valid but loose.",
+        r"Minimal counterexample: $\rho_1=(1,0)$, $\rho_2=(-1,0)$ (equal norms, spread 0), $x=\rho_1$: "
+        r"$g-2E_{\mathrm{MCHN}}=\log(1+e^{-4})-\log 2=" f"{example['g_minus_2mchn']:.4f}" r"<0$, the printed "
+        r"lower bound. From Prop. 1 ($g-E\in[0,\log d]$) and the sharp Prop. 2 "
+        r"($E-2E_{\mathrm{MCHN}}+\log d\in[-\mathrm{spread},0]$): "
+        r"$-(\mathrm{spread}+\log d)\le g-2E_{\mathrm{MCHN}}\le 0$, i.e. $\log d$ belongs on the lower side and "
+        r"the upper bound is 0, not $\mathrm{spread}+\log d$ "
+        f"(holds on every set: {yes_no(sharp_holds)}). "
+        "Sharp: the upper bound 0 is attained at the centre of a sphere of patterns (the max value of the extreme "
+        "sphere centre set); the lower bound is approached beyond the smallest-norm pattern "
+        f"({closed['beyond_min_norm.prop3_value']:.6g} vs {-closed['spread'] - np.log(2.0):.6g}). "
+        "The printed upper bound is valid but loose.",
         "counterexample",
         ours_tex=(r"$-\left(\max_i\|\rho_i\|^2-\min_i\|\rho_i\|^2\right)-\log d\le g(x)-2E^{\beta=2}_"
                   r"{\mathrm{MCHN}}(x)\le 0$, both ends sharp."))
@@ -199,15 +207,16 @@ def eq8(per_layer_pattern_sets: Mapping[str, np.ndarray], queries: np.ndarray) -
     verdict = "reproduced" if holds and (strict or n_layers >= 2) else ("corrected" if holds else "refuted")
     return check_row(
         "eq8",
-        "Per-layer energies E_t = -log sum_{rho in D_t} exp(-||x-rho||^2) of the given pattern sets at the "
-        "given queries; E_global vs the energy of the union of the sets.",
+        r"Per-layer energies $E_t=-\log\sum_{\rho\in\mathcal{D}_t}e^{-\|x-\rho\|^2}$ of the given pattern sets at "
+        r"the given queries; $E_{\mathrm{global}}$ vs the energy of the union of the sets.",
         numbers, verdict,
-        "The bounds hold (Lemma 3); the strict '<' needs l >= 2 (equality when l = 1) and can be an "
-        "equality in float64 when one layer dominates (frac_upper_equality). Derived: exp(-E_global) = "
-        "sum_t exp(-E_t) = sum_t sum_{rho in D_t} exp(-||x-rho||^2), so E_global is EXACTLY the layer energy "
-        "(4) of the union (max_abs_global_minus_union). The offset c(x) of (10), assumed constant, ranges "
-        "over [offset_c_min, offset_c_max] within [0, log l). Note Sec. 4.1 prints E_t(x) = "
-        "exp(-g_t(x))/Z_t, which is a density, not an energy.",
+        r"The bounds hold (Lemma 3); the strict $<$ needs $l\ge 2$ (equality when $l=1$) and can be an equality "
+        "in float64 when one layer dominates (the share with equality on the upper side). Derived: "
+        r"$e^{-E_{\mathrm{global}}}=\sum_t e^{-E_t}=\sum_t\sum_{\rho\in\mathcal{D}_t}e^{-\|x-\rho\|^2}$, so "
+        r"$E_{\mathrm{global}}$ is EXACTLY the layer energy (4) of the union (max "
+        r"$|E_{\mathrm{global}}-E_{\cup}|$ in the numbers). The offset $c(x)$ of (10), assumed constant, ranges "
+        r"from its min to its max offset in the numbers, within $[0,\log l)$. Note Sec. 4.1 prints "
+        r"$E_t(x)=e^{-g_t(x)}/Z_t$, which is a density, not an energy.",
         "derived",
         ours_tex=(r"(8) holds for $l\ge 2$ (equality for $l=1$); $e^{-E_{\mathrm{global}}}=\sum_t e^{-E_t}$, so "
                   r"$E_{\mathrm{global}}$ is exactly the energy (4) of $\bigcup_t\mathcal{D}_t$; $c(x)$ of (10) "
@@ -230,15 +239,16 @@ def fig1() -> dict[str, Any]:
             numbers[f"{name}.minimum_{i}"] = point[0]
     return check_row(
         "fig1",
-        "All panels on a 201 x 201 grid over [-3, 3]^2 and the 1-D curves on [-4, 3]; grid local minima and "
-        "midpoint convexity.",
+        r"All panels on a $201\times201$ grid over $[-3,3]^2$ and the 1-D curves on $[-4,3]$; grid local minima "
+        "and midpoint convexity.",
         numbers, "corrected" if numbers["mchn_beta1_convexity_violation"] > 0 else "reproduced",
         "The landscapes are reproduced, but the text's claim about them is false: Sec. 4 says the MCHN energy "
-        "'adds regularization terms to create a convex energy function', and with beta = 1 it is NOT convex for "
+        "'adds regularization terms to create a convex energy function', and with $\\beta=1$ it is NOT convex for "
         "these patterns (two minima, a positive midpoint violation, on the same grid). The proposed energy has one "
-        "minimum within one grid step of each 2-D pattern; -LSE is concave (no minima). In 1-D the proposed energy "
+        "minimum within one grid step of each 2-D pattern; $-\\mathrm{LSE}$ is concave (no minima). In 1-D the "
+        "proposed energy "
         "merges the patterns 0 and 1 into one minimum near 0.5 (two Gaussians of variance 1/2 one unit apart are "
-        "unimodal), and MCHN beta=1 keeps only the minimum near -2.",
+        "unimodal), and MCHN $\\beta=1$ keeps only the minimum near $-2$.",
         "derived",
         ours_tex=(r"The landscapes are as drawn, but the regularisers do not make $E^{1}_{\mathrm{MCHN}}$ convex: it "
                   r"has two local minima for these patterns; in 1-D $E$ merges the patterns $0$ and $1$ into one "

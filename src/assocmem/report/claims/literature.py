@@ -10,7 +10,7 @@ import pandas as pd
 
 from assocmem.errors import AssocmemError
 from assocmem.report import quotes
-from assocmem.report.claims.base import check_row, require_columns
+from assocmem.report.claims.base import check_row, listing, require_columns, tex_number
 from assocmem.report.claims.registry import Claim, register
 from assocmem.report.evidence import Evidence
 from assocmem.report.quotes import PAPER_TABLE2_MODELS
@@ -42,28 +42,52 @@ def literature(rows: pd.DataFrame) -> dict[str, Any]:
     missing = [m for m in PAPER_TABLE2_MODELS if m not in csv_models]
     numbers.update({"paper_table2_rows": len(PAPER_TABLE2_MODELS), "csv_rows_not_in_paper_table2": len(extra),
                     "paper_table2_rows_not_in_csv": len(missing)})
-    evidence = (f"Table 2 losses span {numbers['table2_min_loss']}-{numbers['table2_max_loss']}, all > 1 (each in "
+    above = "all above 1" if numbers["table2_all_above_1"] else "not all above 1"
+    evidence = (f"Table 2 losses span {numbers['table2_min_loss']} to {numbers['table2_max_loss']}, {above} (each in "
                 "its model's own tokenizer, so not comparable across rows and not evidence for a universal floor).")
     if extra or missing:
         evidence += (f" The shipped table differs from the supplied text's Table 2 ({len(PAPER_TABLE2_MODELS)} "
-                     f"rows): extra {extra or 'none'}, missing {missing or 'none'} (the extra rows come from "
+                     f"rows): extra {listing(extra)}, missing {listing(missing)} (the extra rows come from "
                      "arXiv v2).")
     if misquoted:
-        evidence += (f" Corrected: Hoffmann et al.'s fitted irreducible loss is E = {hoffmann.iloc[0]}, not "
-                     f"{printed.iloc[0]} (A, B, alpha, beta are quoted correctly).")
+        evidence += (f" Corrected: Hoffmann et al.'s fitted irreducible loss is $E={hoffmann.iloc[0]}$, not "
+                     f"${printed.iloc[0]}$ " r"($A$, $B$, $\alpha$, $\beta$ are quoted correctly).")
     return check_row(
         "literature",
-        "Rows of src/assocmem/data/literature.csv (each with its source) against the supplied text's Table 2.",
+        "Rows of `src/assocmem/data/literature.csv` (each with its source) against the supplied text's Table 2.",
         numbers, "corrected" if misquoted else "reproduced", evidence, "corrected" if misquoted else "data",
         ours_tex=(r"Hoffmann et al. fit $E=1.69$ (not $1.61$) with the same $A,B,\alpha,\beta$. Losses $>1$ in "
                   r"Table 2 are in each model's own tokenizer and data, so they do not show a common floor."),
         limits=("Table 2 values are copied from the paper; the cited sources were not re-read. Only the Chinchilla "
-                "E was checked against its source (Hoffmann et al. 2022, Sec. 3.3). Losses measured in different "
+                "$E$ was checked against its source (Hoffmann et al. 2022, Sec. 3.3). Losses measured in different "
                 "tokenizers and corpora cannot support or refute a model-independent constant; a comparison in "
                 "bits per byte on one corpus would."))
 
 
 # ---------------------------------------------------------------- parameter counts (App. D)
+
+DEMB, DFF = r"d_{\mathrm{emb}}", r"d_{\mathrm{FF}}"
+
+
+def _params_corrected(small: dict[str, Any], medium: dict[str, Any], paper_a: float) -> str:
+    """The evidence of a corrected params row: GPT-2's real d_FF, what the printed terms sum to, the exact count."""
+    return (
+        f"Corrected: GPT-2 has ${DFF}=4{DEMB}$, not $3{DEMB}$ (medium {medium['d_ff_real']}, small "
+        f"{small['d_ff_real']}; 3072 is small's ${DFF}$, used in the appendix for medium). "
+        f"With ${DFF}=3{DEMB}$ the printed terms sum to {medium['appendix_total']:,} "
+        f"($A={medium['appendix_A']:.3f}$, not 15; arXiv v2 prints " r"$A\approx 10$), "
+        f"{medium['appendix_rel_err_total']:+.1%} off "
+        f"the exact {medium['exact_total']:,} (= HF `num_parameters()`) and "
+        f"{medium['appendix_rel_err_blocks']:+.1%} off the blocks alone ({medium['exact_blocks']:,}); "
+        f"with the real ${DFF}$ it gives {medium['appendix_real_dff_total']:,} "
+        f"($A={medium['appendix_real_dff_A']:.3f}$; the rest, $6l{DEMB}$, is the qkv/out biases and the "
+        f"second LN). Exact, with ${DFF}=4{DEMB}$: $N=l(12{DEMB}^2+13{DEMB})+(V+T_" r"{\max}" f"+2){DEMB}$ "
+        f"($+V{DEMB}$ if the head is untied), i.e. $A=12+13/{DEMB}$ for the blocks and "
+        f"$A=12+13/{DEMB}+(V+T_" r"{\max}" f"+2)/(l{DEMB})$ in total: "
+        f"{medium['exact_A_total']:.3f} (medium), {small['exact_A_total']:.3f} (small), "
+        r"so $A\approx " f"{paper_a}$ is {medium['paper_A_rel_err_total']:+.1%} / "
+        f"{small['paper_A_rel_err_total']:+.1%} off and model-dependent, not a constant.")
+
 
 def params(models: pd.DataFrame, paper_a: float = 15.0, rel_tol: float = 0.05) -> dict[str, Any]:
     """models: model, n_params (measured from torch), vocab, n_ctx, d, n_layer, d_ff, tied, n_train_tokens (one row
@@ -118,7 +142,7 @@ def params(models: pd.DataFrame, paper_a: float = 15.0, rel_tol: float = 0.05) -
         if not matches:
             mismatches.append(f"{key} (measured {row['n_params']}, counted {counted})")
         ratio = pr.n_over_d_squared(float(row["n_params"]), float(row["n_train_tokens"]))
-        ratios.append(f"{key}: {ratio:.3g}")
+        ratios.append(f"{key}: {tex_number(ratio)}")
         numbers.update({f"{key}.n_params_measured": row["n_params"], f"{key}.n_params_counted": counted,
                         f"{key}.count_matches": matches, f"{key}.n_train_tokens": row["n_train_tokens"],
                         f"{key}.A_total": pr.a_constant(counted, int(row["n_layer"]), int(row["d"])),
@@ -132,40 +156,25 @@ def params(models: pd.DataFrame, paper_a: float = 15.0, rel_tol: float = 0.05) -
         verdict = "refuted"
         evidence = (f"Parameter count mismatch for {'; '.join(mismatches)}: the exact pre-LN GPT-2 count "
                     "(token + position embeddings, per block 2 LN + qkv/out/FF with biases, final LN, "
-                    "head only when untied) does not describe this model, so the N used in N/D^2 is not "
-                    "the counted N.")
+                    "head only when untied) does not describe this model, so the $N$ used in $N/D^2$ is not "
+                    "the counted $N$.")
     elif appendix_holds:
         verdict = "reproduced"
         evidence = (f"GPT-2 medium: the appendix formula gives {medium['appendix_total']:,} vs exact "
                     f"{medium['exact_total']:,} ({medium['appendix_rel_err_total']:+.1%}); "
-                    f"A = {paper_a} is within {rel_tol:.0%} of both GPT-2 counts.")
+                    f"$A={paper_a}$ is within {rel_tol:.0%} of both GPT-2 counts.")
     else:
         verdict = "corrected"
-        evidence = (
-            f"Corrected: GPT-2 has d_FF = 4 d_emb, not 3 d_emb (medium {medium['d_ff_real']}, small "
-            f"{small['d_ff_real']}; 3072 is small's d_FF, used in the appendix for medium). "
-            f"With d_FF = 3 d_emb the printed terms sum to {medium['appendix_total']:,} "
-            f"(A = {medium['appendix_A']:.3f}, not 15; arXiv v2 prints 'A ~= 10'), "
-            f"{medium['appendix_rel_err_total']:+.1%} off "
-            f"the exact {medium['exact_total']:,} (= HF num_parameters()) and "
-            f"{medium['appendix_rel_err_blocks']:+.1%} off the blocks alone ({medium['exact_blocks']:,}); "
-            f"with the real d_FF it gives {medium['appendix_real_dff_total']:,} "
-            f"(A = {medium['appendix_real_dff_A']:.3f}; the rest, 6 l d_emb, is the qkv/out biases and the "
-            "second LN). Exact, with d_FF = 4 d_emb: N = l(12 d_emb^2 + 13 d_emb) + (V + T_max + 2) d_emb "
-            "(+ V d_emb if the head is untied), i.e. A = 12 + 13/d_emb for the blocks and "
-            "A = 12 + 13/d_emb + (V + T_max + 2)/(l d_emb) in total: "
-            f"{medium['exact_A_total']:.3f} (medium), {small['exact_A_total']:.3f} (small), "
-            f"so A ~= {paper_a} is {medium['paper_A_rel_err_total']:+.1%} / "
-            f"{small['paper_A_rel_err_total']:+.1%} off and model-dependent, not a constant. "
-            + ("Pipeline models: measured n_params equal the exact count." if ratios else ""))
+        evidence = _params_corrected(small, medium, paper_a) + (
+            " Pipeline models: the measured parameter counts equal the exact count." if ratios else "")
     if ratios:
-        evidence += (f" N/D^2 per pipeline model (D = tokens in its training subset): {', '.join(ratios)}; "
-                     "whether N = O(D^2) holds at the optimum is tested by the 'scaling' row.")
+        evidence += (f" $N/D^2$ per pipeline model ($D$ = tokens in its training subset): {', '.join(ratios)}; "
+                     "whether $N=O(D^2)$ holds at the optimum is tested by the [scaling](#claim-scaling) row.")
     return check_row(
         "params",
-        "Exact pre-LN decoder counts (theory.params) for GPT-2 small/medium vs HF, the appendix formula "
-        "with d_FF = 3 d_emb and with the real d_FF, A = N/(l d_emb^2); per pipeline model the measured "
-        "torch parameter count vs count_decoder_params and N/D^2.",
+        "Exact pre-LN decoder counts (`theory.params`) for GPT-2 small/medium vs HF, the appendix formula "
+        f"with ${DFF}=3{DEMB}$ and with the real ${DFF}$, $A=N/(l{DEMB}^2)$; per pipeline model the measured "
+        "torch parameter count vs `count_decoder_params` and $N/D^2$.",
         numbers, verdict, evidence, "derived",
         ours_tex=(r"GPT-2 medium has $d_{\mathrm{FF}}=4d_{\mathrm{emb}}=4096$; exactly $N=l(12d_{\mathrm{emb}}^2+"
                   r"13d_{\mathrm{emb}})+(V+T_{\max}+2)d_{\mathrm{emb}}$ (tied head), i.e. $A=12+13/d_{\mathrm{emb}}$ "

@@ -10,7 +10,7 @@ import pandas as pd
 from assocmem.errors import AssocmemError
 from assocmem.report import convergence, quotes
 from assocmem.report.artifacts import Experiment, Run
-from assocmem.report.claims.base import check_row, require_columns, usable_rows
+from assocmem.report.claims.base import check_row, listing, require_columns, usable_rows
 from assocmem.report.claims.registry import Claim, Untestable, register
 from assocmem.report.evidence import Evidence, margin_of, run_key
 from assocmem.sweep import laws
@@ -33,14 +33,15 @@ def floor_verdict(estimates: list[Estimate], floor: float, floor_low: float) -> 
     """The loss_floor rule on (label, estimate, CI low, CI high) tuples, in the order the verdicts' definitions
     imply (see loss_floor)."""
     if floor >= 1.0:
-        return "not-testable", (f"The data's own entropy floor {floor:.4f} is >= 1, so any plateau >= 1 is "
-                                f"forced by the data and cannot test a bound at 1 ({_fmt(estimates)}).")
+        return "not-testable", (f"The data's own entropy floor {floor:.4f} is at least 1, so any plateau at or "
+                                f"above 1 is forced by the data and cannot test a bound at 1 ({_fmt(estimates)}).")
     below_one = [e for e in estimates if e[3] < 1.0]
     below_floor = [e for e in estimates if e[3] < floor_low]
     if below_one and not below_floor:
-        return "corrected", (f"The printed bound 1 < L fails: {', '.join(e[0] for e in below_one)} converged below "
+        return "corrected", (f"The printed bound $1<L$ fails: {', '.join(e[0] for e in below_one)} converged below "
                              f"1 with 95% confidence ({_fmt(estimates)}), and no estimate lies below the data's "
-                             f"entropy floor [{floor_low:.4f}, {floor:.4f}]: the corrected bound L >= H holds on the "
+                             f"entropy floor [{floor_low:.4f}, {floor:.4f}]: the corrected bound $L\\ge H$ holds on "
+                             "the "
                              "same runs. The plateau near 1 is the entropy of this dataset, not a model-independent "
                              "bound.")
     if below_one:
@@ -78,9 +79,9 @@ def _sweep_estimate(sweep_E: tuple[float, float, float], numbers: dict[str, Any]
     numbers.update({"sweep_E": value, "sweep_E_lo": low, "sweep_E_hi": high,
                     "sweep_E_max_half_width": SWEEP_E_MAX_HALF_WIDTH})
     if (high - low) / 2 <= SWEEP_E_MAX_HALF_WIDTH:
-        return [("scaling-sweep E", value, low, high)]
-    excluded.append(f"scaling-sweep E {value:.3f} [{low:.3f}, {high:.3f}] (interval half-width {(high - low) / 2:.3f} "
-                    f"> {SWEEP_E_MAX_HALF_WIDTH} nats: too wide to speak to a bound at 1)")
+        return [("scaling-sweep $E$", value, low, high)]
+    excluded.append(f"scaling-sweep $E$ {value:.3f} [{low:.3f}, {high:.3f}] (interval half-width "
+                    f"{(high - low) / 2:.3f}, above {SWEEP_E_MAX_HALF_WIDTH} nats: too wide to speak to a bound at 1)")
     return []
 
 
@@ -156,14 +157,15 @@ def loss_floor(final_ce: pd.DataFrame, floor: float, floor_low: float | None = N
                   r"nats/token here (the paper's own Remark 2: the minimal cross-entropy equals the entropy of the "
                   r"samples); a plateau near 1 on Question-Formation is that entropy, not the bound "
                   r"$\log Z_t+1/Z_t\ge 1$ of Proposition 4 (refuted separately)."),
-        limits=("Only converged runs on the full training set count (assocmem.report.convergence: the trend's "
+        limits=("Only converged runs on the full training set count (`assocmem.report.convergence`: the trend's "
                 "upper bound on the fall per doubling of steps below the margin, half the distance from the floor to "
                 "1); with the CPU-sized default config they may be few or none, and the sensitivity table shows "
                 "which other choices of window and margin would count them. The standard error covers the "
                 "evaluation sample, not the training seed. The floor is exact for our generator's distribution, "
-                "not for McCoy's files (see the data section), and is within the memorisation allowance "
-                "floor_low..floor. Because this dataset's entropy happens to be close to 1, the level alone "
-                "separates 'entropy' from 'bound at 1' only by |1 - floor|; data with an entropy far from 1, or a "
+                "not for McCoy's files (see the data section), and is within the memorisation allowance (from the "
+                "floor of a memorised training pool up to the floor). Because this dataset's entropy happens to be "
+                "close to 1, the level alone separates 'entropy' from 'bound at 1' only by $|1-H|$; data with an "
+                "entropy far from 1, or a "
                 "scaling-sweep estimate of the irreducible loss, would separate them more sharply."))
     if sensitivity:
         row["tables"] = [{"title": "Sensitivity of the verdict to the convergence rule",
@@ -198,9 +200,9 @@ def overfit(metrics: pd.DataFrame, floor: float, min_rise: float = 0.05) -> dict
         if rise >= min_rise and train_drop > 0:
             shown.append(str(subset))
     verdict = "not-testable" if not testable else ("reproduced" if shown else "refuted")
-    evidence = (f"Subsets with test CE rising >= {min_rise} nats after its minimum while train CE keeps falling: "
-                f"{shown or 'none'}. final_train_minus_floor < 0 means the training CE is below the data's Bayes "
-                "floor, i.e. memorisation of the training sample." if testable
+    evidence = (f"Subsets with test CE rising by at least {min_rise} nats after its minimum while train CE keeps "
+                f"falling: {listing(shown)}. A negative final train minus floor means the training CE is below the "
+                "data's Bayes floor, i.e. memorisation of the training sample." if testable
                 else "No converged subset with two or more evaluations.")
     if excluded:
         evidence += (" Not used (still improving, so they cannot show the rise yet): " + ", ".join(excluded) + ".")

@@ -14,6 +14,7 @@ from assocmem.errors import AssocmemError
 from assocmem.report import quotes
 from assocmem.report.claims.base import check_row, require_columns
 from assocmem.report.claims.registry import Claim, register
+from assocmem.report.columns import human_label
 from assocmem.report.evidence import Evidence
 from assocmem.theory import loss_bound as lb
 from assocmem.theory import partition as pa
@@ -38,13 +39,13 @@ def eq12() -> dict[str, Any]:
     numbers.update({"n3.r1.5.quadrature": truth, "n3.r1.5.correct": np.exp(pa.log_ball_integral(3, 1.5)),
                     "n3.r1.5.printed": np.exp(pa.log_ball_integral_printed(3, 1.5))})
     return check_row(
-        "eq12", "Printed and correct forms in log space for n in {512, 768, 1024}, r in {1, r*, 10, 20, 30}; "
-        "n = 3, r = 1.5 against 1-D radial quadrature (full table: theory.partition.eq12_table()).",
+        "eq12", r"Printed and correct forms in log space for $n\in\{512,768,1024\}$, $r\in\{1,r^*,10,20,30\}$; "
+        r"$n=3$, $r=1.5$ against 1-D radial quadrature (full table: `theory.partition.eq12_table()`).",
         numbers, "corrected",
-        "The last step replaces e^{-t^2} by e^{-t}. With u = t^2: int_0^r t^{n-1} e^{-t^2} dt = "
-        "gamma(n/2, r^2)/2, so the integral is pi^{n/2} gamma(n/2, r^2)/Gamma(n/2) = pi^{n/2} P(n/2, r^2) "
-        "= pi^{n/2} Pr(chi^2_n <= 2r^2) <= pi^{n/2}. The printed form disagrees with quadrature (n=3, r=1.5) "
-        "and exceeds the total mass pi^{n/2} by factors up to e^{766} (n=1024, r=30).",
+        r"The last step replaces $e^{-t^2}$ by $e^{-t}$. With $u=t^2$: $\int_0^r t^{n-1}e^{-t^2}dt="
+        r"\gamma(n/2,r^2)/2$, so the integral is $\pi^{n/2}\gamma(n/2,r^2)/\Gamma(n/2)=\pi^{n/2}P(n/2,r^2)="
+        r"\pi^{n/2}\Pr(\chi^2_n\le 2r^2)\le\pi^{n/2}$. The printed form disagrees with quadrature ($n=3$, "
+        r"$r=1.5$) and exceeds the total mass $\pi^{n/2}$ by factors up to $e^{766}$ ($n=1024$, $r=30$).",
         "corrected",
         ours_tex=(r"$\int_{\|y\|\le r}e^{-\|y\|^2}dy=\frac{2\pi^{n/2}}{\Gamma(n/2)}\int_0^r t^{n-1}e^{-t^2}dt"
                   r"=\pi^{n/2}\frac{\gamma(n/2,r^2)}{\Gamma(n/2)}=\pi^{n/2}P(n/2,r^2)\le\pi^{n/2}$."))
@@ -66,19 +67,17 @@ def lemma5(d_n_pairs: Sequence[tuple[int, int, str]]) -> dict[str, Any]:
                         f"{label}.correct_log_upper": np.log(d) + high,
                         f"{label}.radius_for_Z_equal_1": ra.radius_unit_partition(n, d)})
         if not printed_low <= log_z <= printed_high:
-            violated.append(f"{label} (d={d}, n={n}): log Z_t = {log_z:.2f} but printed lower bound "
-                            f"log(d V_n(r*) e^-r*) = {printed_low:.2f}")
-    evidence = ("Lemma 5 (r^n/n e^-r <= gamma(n,r) <= r^n/n) is true, but it bounds the wrong integral "
-                "(see eq12). "
-                "For the true integral, e^{-r^2} <= exp(-||y||^2) <= 1 on the ball gives e^{-r^2} "
-                "V_n(r) <= I_n(r) "
-                "<= V_n(r), hence d e^{-r^2} V_n(r) <= Z_t <= d V_n(r); (13) must read exp(-n/(2 pi e)), not "
-                "exp(-sqrt(n/(2 pi e))).")
+            violated.append(f"{human_label(label)} ($d={d}$, $n={n}$): " r"$\log Z_t=" f"{log_z:.2f}" r"$ but the "
+                            r"printed lower bound $\log\left(d\,V_n(r^*)e^{-r^*}\right)=" f"{printed_low:.2f}$")
+    evidence = (r"Lemma 5 ($\frac{r^n}{n}e^{-r}\le\gamma(n,r)\le\frac{r^n}{n}$) is true, but it bounds the wrong "
+                r"integral (see [eq. (12)](#claim-eq12)). For the true integral, $e^{-r^2}\le e^{-\|y\|^2}\le 1$ on "
+                r"the ball gives $e^{-r^2}V_n(r)\le I_n(r)\le V_n(r)$, hence $d\,e^{-r^2}V_n(r)\le Z_t\le d\,V_n(r)$; "
+                r"(13) must read $\exp\left(-n/(2\pi e)\right)$, not $\exp\left(-\sqrt{n/(2\pi e)}\right)$.")
     if violated:
         evidence += " Counterexample(s) to the printed lower bound of (13): " + "; ".join(violated) + "."
     return check_row(
-        "lemma5", "Exact log Z_t = log d + (n/2) log pi + log P(n/2, r*^2) at r = r*(n) for each (d, n) against the "
-        "printed and the corrected bounds.",
+        "lemma5", r"Exact $\log Z_t=\log d+\frac{n}{2}\log\pi+\log P(n/2,r^{*2})$ at $r=r^*(n)$ for each $(d,n)$ "
+        "against the printed and the corrected bounds.",
         numbers, "corrected" if violated else "reproduced", evidence, "corrected",
         ours_tex=(r"Lemma 5 holds but bounds the printed (wrong) integral. For the true one, $e^{-r^2}V_n(r)\le"
                   r"\int_{B_i}e^{-\|x-\rho^i\|^2}dx\le V_n(r)$, so $d\,e^{-r^2}V_n(r)\le Z_t\le d\,V_n(r)$: in "
@@ -113,23 +112,23 @@ def prop4(models: pd.DataFrame) -> dict[str, Any]:
                                                                                 int(row["n_patterns"]))})
     excluded = [f"{row['model']} ({row.get('status', 'not converged')})" for _, row in models[~usable].iterrows()]
     evidence = (
-        "App. C.1 step (a) uses E_t(rho) = 1/Z_t, i.e. the DENSITY exp(-g_t)/Z_t printed as 'E_t' in Sec. 4.1, "
-        "instead of the energy g_t(rho) = 0; redoing it with the energy gives L = log Z_t (a differential "
-        "cross-entropy, unbounded below), and the 1/Z_t term, hence the floor 1, disappears. The chain is also "
-        "inconsistent as printed: (a) adds + log l, and substituting log Z_theta ~= log l - c + log Z_t gives "
-        "log Z_t + 1/Z_t + 2 log l - c, not (b)'s log Z_t + 1/Z_t + log l - c; eq. (10) would give - log l + c "
-        "in (a) and L = log Z_t + 1/Z_t. Minimal counterexample: d = 1, n = 1, l = 2 identical layers (so c(x) = 0, "
-        "inside [0, log l) as assumed), r = erfinv(1/sqrt(pi)) so Z_t = 1: exact L = -log p(rho) = 0, against "
-        "the printed bound 1 < L and the formula's 1 + log 2. With the correct integral Z_t is astronomically "
-        "sensitive to r (log Z_t ~ -53 at r* vs ~ +169 at r = 10 for n = 1024, d = 80,000), so the formula "
-        "cannot predict a CE of order 1-3 nats; the printed upper bound log Z_t + 1/Z_t + log l is vacuous "
-        "whenever log Z_t is large.")
+        r"App. C.1 step (a) uses $E_t(\rho)=1/Z_t$, i.e. the DENSITY $e^{-g_t}/Z_t$ printed as $E_t$ in Sec. 4.1, "
+        r"instead of the energy $g_t(\rho)=0$; redoing it with the energy gives $L=\log Z_t$ (a differential "
+        r"cross-entropy, unbounded below), and the $1/Z_t$ term, hence the floor 1, disappears. The chain is also "
+        r"inconsistent as printed: (a) adds $+\log l$, and substituting $\log Z_\theta\approx\log l-c+\log Z_t$ "
+        r"gives $\log Z_t+1/Z_t+2\log l-c$, not (b)'s $\log Z_t+1/Z_t+\log l-c$; eq. (10) would give $-\log l+c$ "
+        r"in (a) and $L=\log Z_t+1/Z_t$. Minimal counterexample: $d=1$, $n=1$, $l=2$ identical layers (so "
+        r"$c(x)=0$, inside $[0,\log l)$ as assumed), $r=\operatorname{erfinv}(1/\sqrt{\pi})$ so $Z_t=1$: exact "
+        r"$L=-\log p(\rho)=0$, against the printed bound $1<L$ and the formula's $1+\log 2$. With the correct "
+        r"integral $Z_t$ is astronomically sensitive to $r$ ($\log Z_t\approx-53$ at $r^*$ vs $\approx+169$ at "
+        r"$r=10$ for $n=1024$, $d=80{,}000$), so the formula cannot predict a CE of order 1 to 3 nats; the printed "
+        r"upper bound $\log Z_t+1/Z_t+\log l$ is vacuous whenever $\log Z_t$ is large.")
     if excluded:
         evidence += " Runs not compared (not converged): " + ", ".join(excluded) + "."
     return check_row(
         "prop4",
-        "Z_t = d pi^{n/2} P(n/2, r^2) from each converged model's measured radius (half its median NN distance); "
-        "log Z_t + 1/Z_t and the printed upper bound vs measured train/test CE; an exact two-layer toy by "
+        r"$Z_t=d\,\pi^{n/2}P(n/2,r^2)$ from each converged model's measured radius (half its median NN distance); "
+        r"$\log Z_t+1/Z_t$ and the printed upper bound vs measured train/test CE; an exact two-layer toy by "
         "quadrature; the constants of App. C.1's chain under each reading.",
         numbers, "refuted", evidence, "counterexample",
         ours_tex=(r"Redone with the energy $E_t(\rho)=g_t(\rho)=0$: $L=\log Z_\theta+\frac{1}{d'}\sum_i "
@@ -139,7 +138,7 @@ def prop4(models: pd.DataFrame) -> dict[str, Any]:
         limits=("The verdict rests on the derivation and the exact one-dimensional counterexample, not on the "
                 "runs; the measured radii only illustrate how far the formula is from the measured CE. Those "
                 "radii come from small Question-Formation models (and from pretrained GPT-2 when configured), "
-                "and Z_t depends exponentially on them, so other models change the numbers by orders of "
+                "and $Z_t$ depends exponentially on them, so other models change the numbers by orders of "
                 "magnitude but cannot rescue a term that comes from a typo."))
 
 

@@ -91,9 +91,9 @@ def _run_levels(run: str, frame: pd.DataFrame, n_dim: int, tolerance: float, n_b
         numbers.update({f"{key}.{name}": value for name, value in trend.items() if name not in ("intercept",)})
         numbers.update({f"{key}.ratio_to_2r_star": trend["level"] / two_r, f"{key}.ratio_to_2r_star_lo": ratio_lo,
                         f"{key}.ratio_to_2r_star_hi": ratio_hi})
-        lines.append(f"{run}, {statistic} at m = {int(trend['largest']):,}: {trend['level']:.3g} "
+        lines.append(f"{run}, {statistic} at $m={int(trend['largest'])}$: {trend['level']:.3g} "
                      f"[{trend['level_lo']:.3g}, {trend['level_hi']:.3g}] = {trend['level'] / two_r:.2f} "
-                     f"[{ratio_lo:.2f}, {ratio_hi:.2f}] x 2r* ({outcomes[statistic]}); over the nested samples "
+                     f"[{ratio_lo:.2f}, {ratio_hi:.2f}] × $2r^*$ ({outcomes[statistic]}); over the nested samples "
                      f"max/min {trend.get('sample_spread', np.nan):.2f} [{trend.get('sample_spread_lo', np.nan):.2f}, "
                      f"{trend.get('sample_spread_hi', np.nan):.2f}] ({outcomes.get(f'{statistic}_over_m', UNDECIDED)}; "
                      f"log-log slope {trend['slope']:.3f} [{trend['slope_lo']:.3f}, {trend['slope_hi']:.3f}])")
@@ -118,8 +118,8 @@ def _spreads(by_width: dict[int, dict[str, dict[str, tuple[float, np.ndarray]]]]
             outcomes.append(outcome)
             numbers.update({f"n{n_dim}.{statistic}.spread": spread, f"n{n_dim}.{statistic}.spread_lo": low,
                             f"n{n_dim}.{statistic}.spread_hi": high})
-            lines.append(f"n = {n_dim}, {len(runs)} runs, {statistic}: max/min {spread:.2f} [{low:.2f}, {high:.2f}] "
-                         f"({outcome})")
+            lines.append(f"$n={n_dim}$, {len(runs)} runs, {statistic}: max/min {spread:.2f} [{low:.2f}, "
+                         f"{high:.2f}] ({outcome})")
     return numbers, outcomes, lines
 
 
@@ -188,9 +188,9 @@ def _reported_sets(run: str, frame: pd.DataFrame, n_dim: int, n_boot: int, seed:
 def _radius_check(verdict: str, numbers: dict[str, Any], lines: list[str], excluded: list[str], n_boot: int,
                 tolerance: float) -> dict[str, Any]:
     if lines:
-        evidence = (f"Primary test (stated in advance): within the paper's own tolerance T = {tolerance:.2f} "
-                    "(20 vs 2r* = 15.49), is the NN distance among distinct prefixes, gain divided out, at about 2r* "
-                    "and the same for every run of one width? " + "; ".join(lines) + ".")
+        evidence = (f"Primary test (stated in advance): within the paper's own tolerance $T={tolerance:.2f}$ "
+                    "(20 vs $2r^*=15.49$), is the NN distance among distinct prefixes, gain divided out, at about "
+                    "$2r^*$ and the same for every run of one width? " + "; ".join(lines) + ".")
     else:
         evidence = ("No usable run: no trained run at its best checkpoint (converged or over-fitted) and no pretrained "
                     "run with a radius search.")
@@ -199,21 +199,21 @@ def _radius_check(verdict: str, numbers: dict[str, Any], lines: list[str], exclu
     return check_row(
         "radius",
         "Last-layer NN distances among distinct prefixes (the final LayerNorm's gain divided out) at the largest "
-        f"nested sample of each run's radius search (the paper's m = {PAPER_SAMPLE_SIZE:,} where the sample holds "
-        f"that many distinct prefixes), mean and median with {n_boot} bootstrap replicates; their ratio to 2r* and "
+        f"nested sample of each run's radius search (the paper's $m={PAPER_SAMPLE_SIZE}$ where the sample holds "
+        f"that many distinct prefixes), mean and median with {n_boot} bootstrap replicates; their ratio to $2r^*$ and "
         "their spread across the runs of one width, against the paper's tolerance; the trend over the nested "
         "samples, the all-chunks and with-gain distances and per-layer NN distance over RMS norm reported.",
         numbers, verdict, evidence, "data",
         ours_tex=(r"Per run, the NN distance $\overline{\mathrm{NN}}(m^*)$ at the largest sample $m^*\le 80{,}000$ "
                   r"(no extrapolation) against $2r^*=2\sqrt{n/(2\pi e)}$ and against the other runs of width $n$, "
                   r"within the paper's own tolerance $20/15.49=1.29$."),
-        limits=("The default config trains small models (d_model 64) on Question-Formation data, not GPT-2 medium on "
-                "OpenWebText; the interval resamples the queries of one sample of chunks, not the chunk sample, the "
-                "training seed or the model, so it is a lower bound on the uncertainty. The tolerance is the paper's "
-                "own (20 vs 15.49); a stricter one would move undecided outcomes to refuted, a looser one to "
-                "reproduced (the ratios and spreads are in the numbers). The verdict would change with: the "
-                "paper-scale run (config/paper.yaml: GPT-2 medium, 80K chunks, GPU) and real pretrained weights, "
-                "whose LayerNorm gain sets the scale of the with-gain distances."))
+        limits=("The default config trains small models ($d_{\\mathrm{model}}=64$) on Question-Formation data, not "
+                "GPT-2 medium on OpenWebText; the interval resamples the queries of one sample of chunks, not the "
+                "chunk sample, the training seed or the model, so it is a lower bound on the uncertainty. The "
+                "tolerance is the paper's own (20 vs 15.49); a stricter one would move undecided outcomes to refuted, "
+                "a looser one to reproduced (the ratios and spreads are in the numbers). The verdict would change "
+                "with: the paper-scale run (config/paper.yaml: GPT-2 medium, 80K chunks, GPU) and real pretrained "
+                "weights, whose LayerNorm gain sets the scale of the with-gain distances."))
 
 
 # ---------------------------------------------------------------- the figure

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from assocmem.report import quotes
-from assocmem.report.claims.base import check_row, require_columns, usable_rows
+from assocmem.report.claims.base import check_row, listing, require_columns, usable_rows
 from assocmem.report.claims.registry import Claim, Untestable, register
 from assocmem.report.evidence import Evidence
 from assocmem.sweep import laws
@@ -53,7 +53,7 @@ def scaling(runs: pd.DataFrame) -> dict[str, Any]:
     numbers["usable_groups"] = len(points)
     numbers["printed_argument_log_d_for_unit_Z_n1024"] = ra.printed_log_patterns_for_unit_partition(1024)
     numbers["correct_argument_log_d_for_unit_Z_n1024"] = ra.log_patterns_for_unit_partition(1024)
-    verdict, evidence = "not-testable", "Fewer than 3 model sizes with an interior D*."
+    verdict, evidence = "not-testable", "Fewer than 3 model sizes with an interior $D^*$."
     if len(points) >= 3 and len({p[1] for p in points}) >= 2:
         slope, se = _ols_slope(np.log([p[1] for p in points]), np.log([p[0] for p in points]))
         ratios = [pr.n_over_d_squared(n, d) for n, d in points]
@@ -63,19 +63,17 @@ def scaling(runs: pd.DataFrame) -> dict[str, Any]:
             verdict = "reproduced"
         elif np.isfinite(se) and abs(slope - 2) > 2 * se:
             verdict = "refuted"
-        evidence = (f"log N vs log D* slope {slope:.3f} (se {se:.3f}); N = O(D^2) predicts 2, Chinchilla-style "
+        evidence = (f"$\\log N$ vs $\\log D^*$ slope {slope:.3f} (SE {se:.3f}); $N=O(D^2)$ predicts 2, "
+                    "Chinchilla-style "
                     "compute optimality predicts 1. (arXiv v2, not the supplied text, adds a Table 3 whose three "
                     f"points give slope {numbers['arxiv_v2_table3_loglog_slope']:.3f}.)")
     if excluded:
         evidence += " Runs not used (not converged): " + ", ".join(excluded) + "."
-    evidence += (" Derivation: the Sec. 5 argument follows from Z_t ~ d V_n(r*) ~ d / sqrt(n pi) = 1 (n ~ d^2/pi); "
-                 "with the correct integral Z_t = d I_n(r*) ~ 1.13 d e^{-n/(2 pi e)} / sqrt(n pi), so "
-                 "Z_t = 1 needs log d ~ n/(2 pi e) + log(n pi)/2 (63.9 at n = 1024), i.e. n = Theta(log d): "
-                 "the same argument gives N = O(log D), not N = O(D^2).")
+    evidence += _DERIVATION
     return check_row(
         "scaling",
-        "Per model size, D* = data size with the lowest best validation loss among converged runs; log-log fit of "
-        "N against D*.",
+        "Per model size, $D^*$ = data size with the lowest best validation loss among converged runs; log-log fit "
+        "of $N$ against $D^*$.",
         numbers, verdict, evidence, "data",
         ours_tex=(r"The argument needs $Z_t\approx d\,V_n(r^*)$; with the correct integral $Z_t=d\,\pi^{n/2}"
                   r"P(n/2,r^{*2})\approx 1.13\,d\,e^{-n/(2\pi e)}/\sqrt{n\pi}$, so $Z_t=1$ needs "
@@ -85,14 +83,15 @@ def scaling(runs: pd.DataFrame) -> dict[str, Any]:
                 "sizes, all converged; the default config trains two sizes on two subsets, so the row is "
                 f"usually not testable. The scaling sweep tests it: {SWEEP_COMMAND} (its measured wall time is in "
                 "docs/results.md); no sweep is part of the default run, which is kept to a few minutes. The fit "
-                "assumes the loss minimum over D is well resolved by the grid."))
+                "assumes the loss minimum over $D$ is well resolved by the grid."))
 
 
 SWEEP_COMMAND = "`snakemake --cores all --configfile config/scaling.yaml`"
-_DERIVATION = (" Derivation: the Sec. 5 argument follows from Z_t ~ d V_n(r*) ~ d / sqrt(n pi) = 1 (n ~ d^2/pi); "
-               "with the correct integral Z_t = d I_n(r*) ~ 1.13 d e^{-n/(2 pi e)} / sqrt(n pi), so Z_t = 1 needs "
-               "log d ~ n/(2 pi e) + log(n pi)/2 (63.9 at n = 1024), i.e. n = Theta(log d): the same argument "
-               "gives N = O(log D), not N = O(D^2) (docs/derivations.md, section 9).")
+_DERIVATION = (r" Derivation: the Sec. 5 argument follows from $Z_t\approx d\,V_n(r^*)\approx d/\sqrt{n\pi}=1$ "
+               r"($n\approx d^2/\pi$); with the correct integral $Z_t=d\,I_n(r^*)\approx 1.13\,d\,e^{-n/(2\pi e)}/"
+               r"\sqrt{n\pi}$, so $Z_t=1$ needs $\log d\approx n/(2\pi e)+\log(n\pi)/2$ (63.9 at $n=1024$), i.e. "
+               r"$n=\Theta(\log d)$: the same argument gives $N=O(\log D)$, not $N=O(D^2)$ (docs/derivations.md, "
+               "section 9).")
 LAW_NAMES = {"paper": "the paper's 2", "kaplan": "Kaplan et al.'s 1.35", "hoffmann": "Hoffmann et al.'s 1"}
 
 
@@ -119,7 +118,7 @@ def sweep_verdict(parametric: dict[str, Any]) -> tuple[str, str]:
     if parametric["fit"] is None:
         return "not-testable", f"no boundary fit: {parametric['reason']}"
     if not parametric["can_detect"]:
-        return "not-testable", f"the grid cannot show b = 2: {parametric['power_reason']}"
+        return "not-testable", f"the grid cannot show $b=2$: {parametric['power_reason']}"
     inside, sizes = sum(parametric["in_grid"]), len(parametric["in_grid"])
     if inside < 2:
         return "not-testable", (f"the fitted boundary lies inside the grid's N range at {inside} of {sizes} data "
@@ -132,7 +131,7 @@ def fragile_under(verdict: str, parametric: dict[str, Any]) -> list[str]:
     """The alternative fits (sensitivity rows with a simulated-checked interval) under which the verdict would
     differ."""
     rows = [row for row in parametric["sensitivity"][1:] if row["calibrated"]]
-    return [f"{row['choice']}: {boundary_verdict(row['low'], row['high'])[0]} (b = {row['b']:.2f}, "
+    return [f"{row['choice']}: {boundary_verdict(row['low'], row['high'])[0]} ($b={row['b']:.2f}$, "
             f"[{row['low']:.2f}, {row['high']:.2f}])" for row in rows
             if verdict != "not-testable" and boundary_verdict(row["low"], row["high"])[0] != verdict]
 
@@ -142,19 +141,20 @@ def state_line(parametric: dict[str, Any]) -> str:
     fit = parametric["fit"]
     held = [LAW_NAMES[name] for name, value in parametric["laws"].items() if fit["b_low"] <= value <= fit["b_high"]]
     excluded = [LAW_NAMES[name] for name in parametric["laws"] if LAW_NAMES[name] not in held]
-    return (f"State: the sweep supports b in [{fit['b_low']:.2f}, {fit['b_high']:.2f}] (estimate {fit['b']:.2f}); "
-            f"inside it: {', '.join(held) or 'none of the three laws'}; excluded: {', '.join(excluded) or 'none'}. "
-            "The corrected derivation (docs/derivations.md, section 9) gives N = Theta(log D), not O(D^2).")
+    return (f"State: the sweep supports $b\\in[{fit['b_low']:.2f}, {fit['b_high']:.2f}]$ (estimate {fit['b']:.2f}); "
+            f"inside it: {listing(held, 'none of the three laws')}; excluded: {listing(excluded)}. "
+            r"The corrected derivation (docs/derivations.md, section 9) gives $N=\Theta(\log D)$, not $O(D^2)$.")
 
 
 def _goodness(fit: dict[str, Any]) -> str:
     """The fit's chi^2 per degree of freedom, and what it means for the interval."""
     ratio = fit["chi2"] / fit["dof"] if fit["dof"] > 0 else float("nan")
     if not ratio > 2:
-        return f"Goodness of fit: chi^2/dof = {ratio:.3g}."
-    return (f"Goodness of fit: chi^2/dof = {ratio:.3g}: the cell means scatter about the model far more than their "
-            "seed noise allows, so the model does not describe this grid well; the interval is widened by that "
-            "factor and the simulated power below (which assumes the model) overstates what this grid can show.")
+        return r"Goodness of fit: $\chi^2/\mathrm{dof}=" f"{ratio:.3g}$."
+    return (r"Goodness of fit: $\chi^2/\mathrm{dof}=" f"{ratio:.3g}$: the cell means scatter about the model far "
+            "more than their seed noise allows, so the model does not describe this grid well; the interval is "
+            "widened by that factor and the simulated power below (which assumes the model) overstates what this "
+            "grid can show.")
 
 
 def _sweep_numbers(analysis: dict[str, Any], parametric: dict[str, Any], floor: float | None) -> dict[str, Any]:
@@ -218,12 +218,12 @@ def scaling_sweep(analysis: dict[str, Any], floor: float | None) -> dict[str, An
     verdict, reason = sweep_verdict(parametric)
     fragile = fragile_under(verdict, parametric)
     detectable = parametric["detectable_range"]
-    coverage = ", ".join(f"{row['coverage']:.0%} at b = {row['b']:g}" for row in parametric["power"]["by_b"])
-    evidence = (f"Boundary exponent b = {fit['b']:.2f}, 95% CI [{fit['b_low']:.2f}, {fit['b_high']:.2f}] (parametric "
+    coverage = ", ".join(f"{row['coverage']:.0%} at $b={row['b']:g}$" for row in parametric["power"]["by_b"])
+    evidence = (f"Boundary exponent $b={fit['b']:.2f}$, 95% CI [{fit['b_low']:.2f}, {fit['b_high']:.2f}] (parametric "
                 f"fit, profile likelihood): {reason}. {_goodness(fit)} Power at this design "
-                f"({parametric['power']['n_sim']} simulated grids per b): coverage {coverage}; calibrated for b in "
-                + (f"[{detectable[0]:g}, {detectable[1]:g}]" if detectable else "none of the simulated values")
-                + f"; a centred boundary stays inside the grid for b up to {parametric['grid_reach']:.2f}.")
+                f"({parametric['power']['n_sim']} simulated grids per $b$): coverage {coverage}; calibrated for "
+                + (f"$b\\in[{detectable[0]:g}, {detectable[1]:g}]$" if detectable else "none of the simulated values")
+                + f"; a centred boundary stays inside the grid for $b$ up to {parametric['grid_reach']:.2f}.")
     if fragile:
         evidence += " Fragile: under " + "; ".join(fragile) + "."
     evidence += (f" Threshold estimator (descriptive, not calibrated): slope {analysis['boundary']['slope']:.2f}, "
@@ -231,11 +231,11 @@ def scaling_sweep(analysis: dict[str, Any], floor: float | None) -> dict[str, An
                  + state_line(parametric))
     return check_row(
         "scaling",
-        f"A sweep of {analysis['n_cells']} cells ({analysis['n_params_span']:.0f}x in N, "
-        f"{analysis['n_tokens_span']:.0f}x in D, {analysis['n_runs']} runs), each trained until its validation CE "
-        "stopped improving: L = E_D + A (D^b / N)^alpha fitted to the cell means with a profile-likelihood interval "
-        "for b, whose coverage and power were first measured on grids of the same design simulated with known b "
-        "(assocmem.sweep).",
+        f"A sweep of {analysis['n_cells']} cells ({analysis['n_params_span']:.0f}× in $N$, "
+        f"{analysis['n_tokens_span']:.0f}× in $D$, {analysis['n_runs']} runs), each trained until its validation CE "
+        r"stopped improving: $L=E_D+A\,(D^b/N)^\alpha$ fitted to the cell means with a profile-likelihood interval "
+        "for $b$, whose coverage and power were first measured on grids of the same design simulated with known $b$ "
+        "(`assocmem.sweep`).",
         _sweep_numbers(analysis, parametric, floor), verdict, evidence + _DERIVATION, "data",
         ours_tex=(r"Measured: $N_b \propto D^b$ with $b = " + f"{fit['b']:.2f}" + r"$, 95\% CI $["
                   + f"{fit['b_low']:.2f}, {fit['b_high']:.2f}" + r"]$ (the paper: $b=2$; Kaplan: 1.35; Hoffmann: 1). "
