@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import re
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]  # the repository
 SHARED = ROOT.parent / "shared"  # test material beside the checkout (absent: the tests that need it skip)
@@ -119,3 +121,27 @@ def receipt_problems(row: dict) -> list[str]:
     """ascii_math of a check row's evidence, computed and limits, each problem naming its field."""
     return [f"{row.get('id')}.{field}: {problem}" for field in ("evidence", "computed", "limits")
             for problem in ascii_math(row.get(field))]
+
+
+class FakeTimer:
+    """A clock for ``assocmem.autotune`` tests that stands in for the timed candidates: a call of candidate ``name``
+    moves the clock by ``cost[name]``. ``candidates`` replaces the function that builds the runners; it records the
+    shape it was asked for (its only argument, or the tuple of them)."""
+
+    def __init__(self, cost: dict[str, float]) -> None:
+        self.now, self.cost = 0.0, cost
+        self.calls: list[str] = []
+        self.shapes: list[Any] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def candidates(self, *shape: Any) -> dict[str, Callable[[], None]]:
+        self.shapes.append(shape[0] if len(shape) == 1 else shape)
+        return {name: self._runner(name) for name in self.cost}
+
+    def _runner(self, name: str) -> Callable[[], None]:
+        def run() -> None:
+            self.calls.append(name)
+            self.now += self.cost[name]
+        return run

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import FakeTimer
 
 from assocmem.gemm import onednn_available
 from assocmem.knn import engines, stage
@@ -18,29 +19,11 @@ from assocmem.knn.stage import job_cpu_engine
 BIG = (16384, 80000, 64, 11)  # the default config's radius search: 80,000 x 80,000 x 64
 
 
-class FakeTimer:
-    def __init__(self, cost: dict[str, float]) -> None:
-        self.now, self.cost, self.calls, self.shapes = 0.0, cost, [], []
-
-    def __call__(self) -> float:
-        return self.now
-
-    def searches(self, shape: dict) -> dict[str, Callable[[], None]]:
-        self.shapes.append(shape)
-        return {name: self._runner(name) for name in ("faiss", "onednn")}
-
-    def _runner(self, name: str) -> Callable[[], None]:
-        def run() -> None:
-            self.calls.append(name)
-            self.now += self.cost[name]
-        return run
-
-
 @pytest.fixture
 def fake(monkeypatch: pytest.MonkeyPatch) -> Callable[[dict[str, float]], FakeTimer]:
     def install(cost: dict[str, float]) -> FakeTimer:
         timer = FakeTimer(cost)
-        monkeypatch.setattr(engines, "engine_searches", timer.searches)
+        monkeypatch.setattr(engines, "engine_searches", timer.candidates)
         return timer
     return install
 

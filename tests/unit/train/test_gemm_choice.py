@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import FakeTimer
 
 from assocmem.autotune import gemm as gemm_choice
 from assocmem.autotune.gemm import choose_gemm, linear_layers, linear_passes
@@ -25,31 +26,11 @@ def model(d_model: int = 64, n_layer: int = 2, vocab: int = 80) -> DecoderLM:
                                  max_len=40))
 
 
-class FakeTimer:
-    """Stands in for the real Linear passes: a call of backend ``name`` moves the clock by ``cost[name]``."""
-
-    def __init__(self, cost: dict[str, float]) -> None:
-        self.now, self.cost, self.calls, self.shapes = 0.0, cost, [], []
-
-    def __call__(self) -> float:
-        return self.now
-
-    def passes(self, rows: int, layers: list) -> dict[str, Callable[[], None]]:
-        self.shapes.append((rows, layers))
-        return {name: self._runner(name) for name in ("native", "onednn")}
-
-    def _runner(self, name: str) -> Callable[[], None]:
-        def run() -> None:
-            self.calls.append(name)
-            self.now += self.cost[name]
-        return run
-
-
 @pytest.fixture
 def fake(monkeypatch: pytest.MonkeyPatch) -> Callable[[dict[str, float]], FakeTimer]:
     def install(cost: dict[str, float]) -> FakeTimer:
         timer = FakeTimer(cost)
-        monkeypatch.setattr(gemm_choice, "linear_passes", timer.passes)
+        monkeypatch.setattr(gemm_choice, "linear_passes", timer.candidates)
         return timer
     return install
 
