@@ -60,8 +60,8 @@ onsuccess:
 onerror:
     runlock.release(R)
     print(
-        "\nassocmem: a job failed. Its log is printed above (or under results/logs/); the error names the file or "
-        "config key at fault.\nFix that, then rerun the same command: finished outputs are kept and half-written "
+        "\nassocmem: a job failed. Its error is printed above (`assocmem: <stage>: error: ...`; the whole log is under "
+        "results/logs/); the error names the file or config key at fault.\nFix that, then rerun the same command: finished outputs are kept and half-written "
         "ones are redone.\nIf snakemake itself was killed (not a job failure), run `snakemake --unlock` first. "
         "README.md, 'When something goes wrong', has more."
     )

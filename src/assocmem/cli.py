@@ -308,6 +308,10 @@ def main(argv: list[str] | None = None) -> int:
         line = run_stage(args)
     except AssocmemError as err:
         print(f"assocmem {args.stage}: error: {err}", file=sys.stderr)
+        status_line(f"{args.stage}: error: {err}")  # the terminal too: Snakemake's quiet profile prints no job log
         return 2
+    except Exception as err:
+        status_line(f"{args.stage}: failed: {type(err).__name__}: {err} (the traceback is in the job's log)")
+        raise
     announce(f"{line} in {format_duration(time.perf_counter() - start)}")
     return 0
