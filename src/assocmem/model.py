@@ -62,20 +62,15 @@ class CausalSelfAttention(nn.Module):
         self.proj = Linear(cfg.d_model, cfg.d_model, bias=cfg.bias)
         self.dropout = cfg.dropout
 
-    def forward(self, x: torch.Tensor, keep: torch.Tensor | None = None) -> torch.Tensor:
-        """``x`` is (batch, length, width), or with ``keep`` the (tokens, width) rows of the kept positions only:
-        they go into a zero-padded layout just for the scores (see :meth:`DecoderLM.forward`)."""
-        qkv = self.qkv(x)
-        if keep is not None:
-            qkv = qkv.new_zeros(*keep.shape, qkv.shape[-1]).index_put_((keep,), qkv)
-        batch, length, width = qkv.shape[0], qkv.shape[1], qkv.shape[2] // 3
-        q, k, v = qkv.split(width, dim=2)
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        batch, length, width = x.shape
+        q, k, v = self.qkv(x).split(width, dim=2)
         shape = (batch, length, self.n_head, width // self.n_head)
         q, k, v = (t.view(shape).transpose(1, 2) for t in (q, k, v))
         out = F.scaled_dot_product_attention(
             q, k, v, is_causal=True, dropout_p=self.dropout if self.training else 0.0
-        ).transpose(1, 2).reshape(batch, length, width)
-        return self.proj(out if keep is None else out[keep])
+        )
+        return self.proj(out.transpose(1, 2).reshape(batch, length, width))
 
 
 class Block(nn.Module):
@@ -89,8 +84,8 @@ class Block(nn.Module):
         )
         self.drop = nn.Dropout(cfg.dropout)
 
-    def forward(self, x: torch.Tensor, keep: torch.Tensor | None = None) -> torch.Tensor:
-        x = x + self.drop(self.attn(self.ln1(x), keep))
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.drop(self.attn(self.ln1(x)))
         return x + self.drop(self.ff(self.ln2(x)))
 
 
@@ -132,23 +127,16 @@ class DecoderLM(nn.Module):
         return sum(p.numel() for p in self.parameters())
 
     def forward(
-        self, idx: torch.Tensor, return_hidden: bool = False, keep: torch.Tensor | None = None
+        self, idx: torch.Tensor, return_hidden: bool = False
     ) -> torch.Tensor | tuple[torch.Tensor, list[torch.Tensor]]:
-        """Logits (batch, length, vocab) of right-padded ``idx``; with ``keep``, a boolean (batch, length) mask that
-        keeps a prefix of each row, the logits (kept tokens, vocab) of the kept positions in row order. Every
-        per-token layer (embeddings, norms, Linear products, head) then computes no padding; only the attention
-        scores use the padded layout, where causal masking already hides the positions after a row's prefix."""
         length = idx.shape[1]
         if length > self.cfg.max_len:
             raise ValueError(f"sequence length {length} exceeds model max_len {self.cfg.max_len}")
         positions = torch.arange(length, device=idx.device)
-        if keep is None:
-            x = self.drop(self.tok_emb(idx) + self.pos_emb(positions))
-        else:
-            x = self.drop(self.tok_emb(idx[keep]) + self.pos_emb(positions.expand_as(idx)[keep]))
+        x = self.drop(self.tok_emb(idx) + self.pos_emb(positions))
         hidden = [x]
         for block in self.blocks:
-            x = block(x, keep)
+            x = block(x)
             hidden.append(x)
         x = self.ln_f(x)
         logits = self.head(x)

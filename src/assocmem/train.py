@@ -134,7 +134,6 @@ class TrainSettings:
     precision: str = "fp32"
     compile: bool = False
     gemm: str = "auto"  # fp32 CPU GEMM library: auto (the faster here, timed), native (MKL via F.linear), onednn
-    padding_free: bool = True  # per-token layers skip the padding of a padded batch (loss equal to fp32 rounding)
     early_stopping_patience: int | None = None  # evaluations without improvement before stopping
     early_stopping_min_delta: float = 0.0  # nats: an improvement smaller than this does not count
 
@@ -161,31 +160,21 @@ def make_optimizer(model: torch.nn.Module, s: TrainSettings, device: torch.devic
     return torch.optim.AdamW(groups, lr=s.lr, betas=(s.beta1, s.beta2), fused=device.type == "cuda")
 
 
-def counted_prefix(targets: torch.Tensor) -> torch.Tensor:
-    """Per row, the positions up to its last counted target: all a padded row's loss depends on (causal attention)."""
-    counted = (targets != IGNORE).int()
-    return counted.flip(1).cummax(1).values.flip(1).bool()
-
-
-def summed_nll(model: torch.nn.Module, inputs: torch.Tensor, targets: torch.Tensor,
-               padding_free: bool = False) -> torch.Tensor:
-    """Summed next-token cross-entropy (nats) over the non-padding targets; stays on the device (no host sync).
-    ``padding_free`` computes only each row's :func:`counted_prefix`: the same sum, without the padding's cost."""
-    keep = counted_prefix(targets) if padding_free else None
-    logits = model(inputs) if keep is None else model(inputs, keep=keep)
-    targets = targets.reshape(-1) if keep is None else targets[keep]
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets, ignore_index=IGNORE, reduction="sum")
+def summed_nll(model: torch.nn.Module, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Summed next-token cross-entropy (nats) over the non-padding targets; stays on the device (no host sync)."""
+    logits = model(inputs)
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1),
+                           ignore_index=IGNORE, reduction="sum")
 
 
 @torch.no_grad()
-def evaluate(model: torch.nn.Module, batches: list[Batch], device: torch.device, autocast: Any,
-             padding_free: bool = False) -> float:
+def evaluate(model: torch.nn.Module, batches: list[Batch], device: torch.device, autocast: Any) -> float:
     was_training = model.training
     model.eval()
     total, count = 0.0, 0
     for inputs, targets in batches:
         with autocast():
-            nll = summed_nll(model, inputs.to(device), targets.to(device), padding_free)
+            nll = summed_nll(model, inputs.to(device), targets.to(device))
         total += float(nll)
         count += int((targets != IGNORE).sum())  # counted on the host copy
     model.train(was_training)
@@ -271,12 +260,6 @@ class TrainJob:
             return lambda: torch.autocast("cuda", dtype=torch.bfloat16)
         return lambda: torch.autocast(device.type, enabled=False)
 
-    @property
-    def _padding_free(self) -> bool:
-        """Padded batches (a sequences store) skip their padding, unless compiled (shapes would vary every step)."""
-        s = self.settings
-        return s.padding_free and not s.compile and isinstance(self.train_batches, SequenceBatches)
-
     def _micro_batches(self, batch: Batch) -> Iterator[Batch]:
         size = self.settings.micro_batch_size or self.settings.batch_size
         inputs, targets = batch
@@ -293,8 +276,7 @@ class TrainJob:
         total = torch.zeros((), dtype=torch.float64, device=device)  # summed on the device: no sync per micro-batch
         for inputs, targets in self._micro_batches(local):
             with autocast():
-                nll = summed_nll(model, inputs.to(device, non_blocking=True), targets.to(device, non_blocking=True),
-                                 self._padding_free)
+                nll = summed_nll(model, inputs.to(device, non_blocking=True), targets.to(device, non_blocking=True))
             # DDP averages gradients over ranks; scaling by world makes the result the global token mean
             (nll * world / n_targets).backward()
             total += nll.detach()
@@ -385,7 +367,7 @@ class TrainJob:
         # every rank holds the same weights, so only rank 0 (which writes the metrics) evaluates
         main = dist_rank_world()[0] == 0
         for name, batches in self.eval_sets.items():
-            row[f"{name}_ce"] = evaluate(model, batches, device, autocast, self._padding_free) if main else math.nan
+            row[f"{name}_ce"] = evaluate(model, batches, device, autocast) if main else float("nan")
         state.metrics.append(row)
         state.running_loss, state.running_tokens = 0.0, 0
         return row
