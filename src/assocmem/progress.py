@@ -51,7 +51,8 @@ def status_line(line: str) -> bool:
 
 class Heartbeat:
     """While a stage runs, a line every ``gap`` seconds in which it printed nothing else (a stage without a progress
-    bar, such as the report, or a long step between two bar updates): ``report  running  25 s``."""
+    bar, such as the report, or a long step between two bar updates): ``report  running  25 s``. A bar's own lines
+    come at least every 20 s (:class:`Ticker`), so a heartbeat never interleaves with them."""
 
     def __init__(self, job: str, gap: float = 25.0, emit: Callable[[str], Any] = status_line,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -96,7 +97,7 @@ class Ticker:
     own final line says that)."""
 
     def __init__(self, label: str, total: int | None, unit: str, *, initial: int = 0, min_gap: float = 5.0,
-                 max_gap: float = 30.0, clock: Callable[[], float] = time.monotonic,
+                 max_gap: float = 20.0, clock: Callable[[], float] = time.monotonic,
                  emit: Callable[[str], Any] = status_line) -> None:
         self.label, self.total, self.unit = label, total, unit
         self.min_gap, self.max_gap, self.clock, self.emit = min_gap, max_gap, clock, emit

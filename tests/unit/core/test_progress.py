@@ -48,9 +48,9 @@ def test_fast_work_prints_nothing_and_slow_work_every_max_gap() -> None:
     assert lines == []
     tick, clock, lines = ticker(1_000_000)
     for step in range(1, 200):
-        clock.now = step * 1.0  # a tenth would take days: a line every 30 s anyway
+        clock.now = step * 1.0  # a tenth would take days: a line every 20 s anyway
         tick.update(step)
-    assert len(lines) == 6
+    assert len(lines) == 9
 
 
 def test_no_line_once_the_work_is_done_and_none_without_a_total() -> None:
