@@ -145,3 +145,13 @@ class FakeTimer:
             self.calls.append(name)
             self.now += self.cost[name]
         return run
+
+
+def fake_timer_installer(monkeypatch: Any, module: Any, builder: str) -> Callable[[dict[str, float]], FakeTimer]:
+    """A function that installs a :class:`FakeTimer` with the given costs as ``module.builder`` (the function that
+    builds the timed candidates) and returns it."""
+    def install(cost: dict[str, float]) -> FakeTimer:
+        timer = FakeTimer(cost)
+        monkeypatch.setattr(module, builder, timer.candidates)
+        return timer
+    return install

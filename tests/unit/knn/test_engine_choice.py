@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import FakeTimer
+from helpers import FakeTimer, fake_timer_installer
 
 from assocmem.gemm import onednn_available
 from assocmem.knn import engines, stage
@@ -21,11 +21,7 @@ BIG = (16384, 80000, 64, 11)  # the default config's radius search: 80,000 x 80,
 
 @pytest.fixture
 def fake(monkeypatch: pytest.MonkeyPatch) -> Callable[[dict[str, float]], FakeTimer]:
-    def install(cost: dict[str, float]) -> FakeTimer:
-        timer = FakeTimer(cost)
-        monkeypatch.setattr(engines, "engine_searches", timer.candidates)
-        return timer
-    return install
+    return fake_timer_installer(monkeypatch, engines, "engine_searches")
 
 
 @pytest.mark.parametrize(("cost", "expected"), [({"faiss": 2e-3, "onednn": 1e-3}, "onednn"),

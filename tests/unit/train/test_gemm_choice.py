@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import FakeTimer
+from helpers import FakeTimer, fake_timer_installer
 
 from assocmem.autotune import gemm as gemm_choice
 from assocmem.autotune.gemm import choose_gemm, linear_layers, linear_passes
@@ -28,11 +28,7 @@ def model(d_model: int = 64, n_layer: int = 2, vocab: int = 80) -> DecoderLM:
 
 @pytest.fixture
 def fake(monkeypatch: pytest.MonkeyPatch) -> Callable[[dict[str, float]], FakeTimer]:
-    def install(cost: dict[str, float]) -> FakeTimer:
-        timer = FakeTimer(cost)
-        monkeypatch.setattr(gemm_choice, "linear_passes", timer.candidates)
-        return timer
-    return install
+    return fake_timer_installer(monkeypatch, gemm_choice, "linear_passes")
 
 
 def test_linear_layers_are_the_models_shapes_with_their_counts() -> None:
