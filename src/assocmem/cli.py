@@ -308,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
         line = run_stage(args)
     except AssocmemError as err:
         print(f"assocmem {args.stage}: error: {err}", file=sys.stderr)
-        status_line(f"{args.stage}: error: {err}")  # the terminal too: Snakemake's quiet profile prints no job log
+        status_line(f"{args.stage}: error: {err}")  # on the terminal too, whatever Snakemake prints
         return 2
     except Exception as err:
         status_line(f"{args.stage}: failed: {type(err).__name__}: {err} (the traceback is in the job's log)")
