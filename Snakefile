@@ -42,6 +42,8 @@ rule all:
     default_target: True
     input:
         all_targets,
+    message:
+        "all: every result of the config is up to date"
 
 
 check_command_line_targets()

@@ -41,12 +41,18 @@ def science_checksums(workdir: Path) -> dict[str, str]:
 
 
 @pytest.fixture(scope="session")
-def tiny_run(tmp_path_factory) -> Path:
-    """One finished pipeline on config/test.yaml, shared read-only by the end-to-end tests (copy it before
-    changing anything: see `tiny_copy`)."""
+def tiny_run_terminal(tmp_path_factory) -> tuple[Path, str]:
+    """One finished pipeline on config/test.yaml and what it printed (stdout + stderr)."""
     workdir = tmp_path_factory.mktemp("tiny_run")
-    snakemake(workdir, "--cores", "2")
-    return workdir
+    result = snakemake(workdir, "--cores", "2")
+    return workdir, result.stdout + result.stderr
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tiny_run_terminal) -> Path:
+    """The finished tiny pipeline, shared read-only by the end-to-end tests (copy it before changing anything: see
+    `tiny_copy`)."""
+    return tiny_run_terminal[0]
 
 
 @pytest.fixture

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import time
 from pathlib import Path
 
@@ -133,3 +134,30 @@ def test_malformed_config_fails_before_any_job(tmp_path, mutate, expected):
     assert result.returncode != 0
     assert expected in result.stdout + result.stderr
     assert not (tmp_path / "results").exists()
+
+
+def test_terminal_is_short_and_names_each_job_with_its_log(tiny_run_terminal):
+    """The default profile keeps Snakemake's output short: each job is one line naming it and its log (the rules'
+    `message:`), not a block listing every input (the `all` rule's alone was 2,813 characters)."""
+    _, terminal = tiny_run_terminal
+    lines = terminal.splitlines()
+    assert max(len(line) for line in lines) <= 160, max(lines, key=len)
+    assert not [line for line in lines if line.lstrip().startswith(("input:", "output:", "reason:", "Reason:"))]
+    started = [line for line in lines if re.match(r"Job \d+: ", line)]
+    assert any(line.endswith("train: qf tiny/pct100 (log: results/logs/qf/train_tiny_pct100.log)")
+               for line in started), started
+    jobs = [line for line in started if "(log: results/logs/" in line]
+    assert len(jobs) == len(started) - 1  # every job but `all`
+    assert sum(line.startswith("assocmem: ") for line in lines) >= len(jobs)
+
+
+def test_a_failing_job_shows_its_rule_log_and_error(tiny_copy):
+    """Short output must not hide a failure: Snakemake's "Error in rule" block and the failed log stay."""
+    shard = tiny_copy / "results/qf/data/tokens/train_00000.bin"
+    shard.write_bytes(shard.read_bytes()[:100])
+    result = snakemake(tiny_copy, "--cores", "1", "--forcerun", "subsets", check=False, timeout=300)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert "Error in rule subsets:" in output, output[-3000:]
+    assert "Logfile results/logs/qf/subsets_pct" in output, output[-3000:]
+    assert "corrupt token store: shard results/qf/data/tokens/train_00000.bin" in output, output[-3000:]

@@ -32,6 +32,8 @@ rule activations:
         store_dir=parent_dir("in.subset"),
         out_dir=parent_dir("out.meta"),
         io=provenance_args,
+    message:
+        "activations: {wildcards.exp} {wildcards.model}/{wildcards.subset} (log: {log})"
     shell:
         "python -m assocmem activations --threads {threads} --params {params.spec:q} --model {input.model:q}"
         " --store-dir {params.store_dir:q} --out-dir {params.out_dir:q} {params.io} > {log:q} 2>&1"
@@ -73,6 +75,8 @@ rule pretrained_activations:
         store_dir=parent_dir("in.store"),
         out_dir=parent_dir("out.meta"),
         io=provenance_args,
+    message:
+        "activations: {wildcards.exp} {wildcards.model}/pretrained (log: {log})"
     shell:
         "python -m assocmem pretrained-activations --threads {threads} --params {params.spec:q}"
         " --store-dir {params.store_dir:q} --out-dir {params.out_dir:q} {params.io} > {log:q} 2>&1"

@@ -21,6 +21,8 @@ rule generate_data:
         spec=generate_params,
         out_dir=parent_dir("out.manifest"),
         io=provenance_args,
+    message:
+        "generate data: {wildcards.exp} (log: {log})"
     shell:
         "python -m assocmem generate-data --params {params.spec:q} --out-dir {params.out_dir:q} {params.io} > {log:q} 2>&1"
 
@@ -50,6 +52,8 @@ rule data_audit:
         spec=audit_params,
         raw_dir=parent_dir("in.manifest"),
         io=provenance_args,
+    message:
+        "audit data: {wildcards.exp} (log: {log})"
     shell:
         "python -m assocmem data-audit --params {params.spec:q} --raw-dir {params.raw_dir:q}"
         " --floor {output.floor:q} --compare {output.compare:q} {params.io} > {log:q} 2>&1"
@@ -76,5 +80,7 @@ rule generate_fresh:
         spec=fresh_params,
         out_dir=parent_dir("out.manifest"),
         io=provenance_args,
+    message:
+        "generate fresh data: {wildcards.exp} (log: {log})"
     shell:
         "python -m assocmem generate-fresh --params {params.spec:q} --out-dir {params.out_dir:q} {params.io} > {log:q} 2>&1"

@@ -26,6 +26,8 @@ rule evaluate:
         store_dir=parent_dir("in.store"),
         out_dir=parent_dir("out.evaluation"),
         io=provenance_args,
+    message:
+        "evaluate: {wildcards.exp} {wildcards.model}/{wildcards.subset} (log: {log})"
     shell:
         "python -m assocmem evaluate --threads {threads} --params {params.spec:q} --model {input.model:q}"
         " --store-dir {params.store_dir:q} --out-dir {params.out_dir:q} {params.io} > {log:q} 2>&1"

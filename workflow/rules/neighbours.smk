@@ -29,6 +29,8 @@ rule neighbours:
         act_dir=parent_dir("in.meta"),
         out_dir=parent_dir("out.summary"),
         io=provenance_args,
+    message:
+        "nearest neighbours: {wildcards.exp} {wildcards.model}/{wildcards.subset} (log: {log})"
     shell:
         "python -m assocmem neighbours --threads {threads} --params {params.spec:q} --act-dir {params.act_dir:q}"
         " --out-dir {params.out_dir:q} {params.io} > {log:q} 2>&1"

@@ -38,6 +38,8 @@ rule report:
         results_dir=lambda w, output: Path(output.html).parent.parent,
         out_dir=parent_dir("out.html"),
         io=report_provenance_args,
+    message:
+        "report (log: {log})"
     shell:
         "python -m assocmem report --params {params.spec:q} --results-dir {params.results_dir:q}"
         " --out-dir {params.out_dir:q} {params.io} > {log:q} 2>&1"

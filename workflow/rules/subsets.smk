@@ -21,6 +21,8 @@ rule subsets:
         store_dir=parent_dir("in.store"),
         out_dir=parent_dir("out.meta"),
         io=provenance_args,
+    message:
+        "subset: {wildcards.exp} {wildcards.subset} (log: {log})"
     shell:
         "python -m assocmem subsets --params {params.spec:q} --store-dir {params.store_dir:q}"
         " --out-dir {params.out_dir:q} {params.io} > {log:q} 2>&1"

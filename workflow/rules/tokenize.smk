@@ -23,6 +23,8 @@ rule tokenize:
         raw_dir=raw_dir_arg,
         out_dir=parent_dir("out.meta"),
         io=provenance_args,
+    message:
+        "tokenize: {wildcards.exp} (log: {log})"
     shell:
         "python -m assocmem tokenize --threads {threads} --params {params.spec:q} --out-dir {params.out_dir:q}"
         " {params.raw_dir} {params.io} > {log:q} 2>&1"

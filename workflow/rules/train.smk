@@ -30,6 +30,8 @@ rule train:
         run_dir=parent_dir("out.model"),
         launcher=train_launcher,
         io=provenance_args,
+    message:
+        "train: {wildcards.exp} {wildcards.model}/{wildcards.subset} (log: {log})"
     shell:
         "{params.launcher} -m assocmem train --threads {threads} --params {params.spec:q}"
         " --store-dir {params.store_dir:q} --run-dir {params.run_dir:q} {params.io} > {log:q} 2>&1"
