@@ -3,8 +3,10 @@ expect of it. The rules (``workflow/rules/common.smk``), the stages, the config 
 here instead of testing a dataset's name.
 
 Adding a kind: one :class:`DatasetKind` entry in :data:`KINDS` with its tokenizer, and its name in the schema's
-``dataset.name`` enum (``workflow/schemas/config.schema.yaml``). After tokenization every stage reads the same
-token store, so nothing downstream changes.
+``dataset.name`` enum (``workflow/schemas/config.schema.yaml``). A kind with a data stage of its own (facts:
+``generate_facts``) also needs that rule, its stage function and its layout entries, named by ``raw_stage``,
+``raw_file``, ``raw_record`` and ``raw_stamp``. After tokenization every stage reads the same token store, so
+nothing downstream changes.
 """
 
 from __future__ import annotations
