@@ -26,14 +26,14 @@ import numpy as np
 
 from assocmem.errors import AssocmemError
 from assocmem.facts.information import information_content
-from assocmem.facts.separation import guaranteed_keys, max_keys, request_problems
+from assocmem.facts.separation import guaranteed_keys, max_keys, min_distance, request_problems
 from assocmem.io import sha256_file, write_json, write_text
 
 SPLITS = ("train", "unseen")
 KEY_STREAM, VALUE_STREAM = 0, 1
 BATCH = 1024  # candidate keys per draw: fixed, so the candidate stream is the same whatever is asked for
 PATIENCE = 256  # batches in a row without a kept key before the request is called too hard to reach
-CHUNK = 4096  # kept keys compared at once (bounds the memory of a distance check)
+CELLS = 1 << 24  # candidate x kept-key x position comparisons at once (bounds the memory of a distance check)
 
 
 @dataclass(frozen=True)
@@ -129,8 +129,9 @@ def _kept_rows(batch: np.ndarray, keys: np.ndarray, kept: int, d: int, seen: set
 def _far_from(batch: np.ndarray, keys: np.ndarray, d: int) -> np.ndarray:
     """Whether each row of ``batch`` lies at distance >= ``d`` from every row of ``keys``."""
     far = np.ones(len(batch), dtype=bool)
-    for start in range(0, len(keys), CHUNK):
-        block = keys[start:start + CHUNK]
+    chunk = max(1, CELLS // (len(batch) * batch.shape[1]))
+    for start in range(0, len(keys), chunk):
+        block = keys[start:start + chunk]
         far &= np.count_nonzero(batch[:, None, :] != block[None, :, :], axis=2).min(axis=1) >= d
     return far
 
@@ -142,24 +143,6 @@ def _too_hard(spec: FactsSpec, kept: int, drawn: int) -> str:
             f"last {PATIENCE * BATCH} was far enough from the kept ones: too hard to reach by random sampling "
             f"(it always reaches {guaranteed_keys(q, n, d)}; at most {max_keys(q, n, d)} can exist). Lower "
             "facts.count, facts.unseen or facts.min_key_distance, or raise facts.key_length or facts.key_vocab")
-
-
-def min_distance(keys: np.ndarray, others: np.ndarray | None = None, floor: int = 0) -> int | None:
-    """The smallest Hamming distance between two rows of ``keys`` (or between a row of ``keys`` and one of
-    ``others``); None without a pair. Stops early once it finds ``floor``, the smallest the sampler allows."""
-    best: int | None = None
-    for start in range(0, len(keys), CHUNK):
-        block = keys[start:start + CHUNK]
-        against = keys[start:] if others is None else others
-        for inner in range(0, len(against), CHUNK):
-            dist = np.count_nonzero(block[:, None, :] != against[None, inner:inner + CHUNK, :], axis=2)
-            if others is None and inner == 0:
-                dist = np.where(np.tri(*dist.shape, dtype=bool), np.iinfo(np.int64).max, dist)  # pairs i < j
-            if dist.size and (found := int(dist.min())) < np.iinfo(np.int64).max:
-                best = found if best is None else min(best, found)
-            if best is not None and best <= floor:
-                return best
-    return best
 
 
 def fact_lines(keys: np.ndarray, values: np.ndarray) -> str:

@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from math import comb
 from typing import Any
 
+import numpy as np
+
 
 def ball_volume(q: int, n: int, radius: int) -> int:
     """Keys of length ``n`` over ``q`` symbols within Hamming distance ``radius`` of a given key."""
@@ -39,6 +41,50 @@ def guaranteed_keys(q: int, n: int, d: int) -> int:
 
 def hamming(a: Any, b: Any) -> int:
     return sum(x != y for x, y in zip(a, b, strict=True))
+
+
+def min_distance(keys: np.ndarray, others: np.ndarray | None = None, floor: int = 0) -> int | None:
+    """The smallest Hamming distance between two rows of ``keys``, or between a row of ``keys`` and a row of
+    ``others``; None without a pair. Exact, without comparing every pair: two keys at distance <= t agree on one
+    of t + 1 disjoint groups of positions (pigeonhole), so for t = ``floor``, ``floor`` + 1, ... only keys that
+    share a group are compared, and the first t at which such a pair lies within t is the answer."""
+    rows = keys if others is None else np.concatenate([keys, others])
+    side = np.zeros(len(rows), dtype=bool) if others is None else np.arange(len(rows)) >= len(keys)
+    if (len(keys) < 2 and others is None) or (others is not None and (len(keys) == 0 or len(others) == 0)):
+        return None
+    length = rows.shape[1]
+    for t in range(min(max(floor, 0), length - 1), length):
+        groups = np.array_split(np.arange(length), t + 1)
+        found = min((_closest_sharing(rows, side, group, others is not None) for group in groups), default=None)
+        if found is not None and found <= t:
+            return found
+    return length  # no two keys agree anywhere
+
+
+def _closest_sharing(rows: np.ndarray, side: np.ndarray, group: np.ndarray, across: bool) -> int:
+    """The smallest distance between two rows that agree on the positions ``group`` (rows of different ``side``
+    when ``across``); the key length when there is none."""
+    code = _group_code(rows[:, group])
+    order = np.argsort(code, kind="stable")
+    code, sorted_rows, sorted_side = code[order], rows[order], side[order]
+    best = rows.shape[1]
+    for offset in range(1, len(rows)):
+        same = np.flatnonzero(code[offset:] == code[:-offset])
+        if not len(same):
+            break  # sorted by code: no run of equal codes is longer than this offset
+        if across:
+            same = same[sorted_side[same] != sorted_side[same + offset]]
+        if len(same):
+            best = min(best, int(np.count_nonzero(sorted_rows[same] != sorted_rows[same + offset], axis=1).min()))
+    return best
+
+
+def _group_code(columns: np.ndarray) -> np.ndarray:
+    """One integer per row naming its symbols on these columns (equal codes: equal symbols)."""
+    base = int(columns.max(initial=0)) + 1
+    if base ** columns.shape[1] < 2 ** 62:
+        return columns.astype(np.int64) @ (base ** np.arange(columns.shape[1], dtype=np.int64))
+    return np.unique(columns, axis=0, return_inverse=True)[1].ravel()
 
 
 def request_problems(facts: Mapping[str, Any]) -> list[str]:

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from assocmem.config import ConfigError, validate_config
 from assocmem.errors import AssocmemError
 from assocmem.facts import generate
-from assocmem.facts.generate import FactsSpec, generate_facts, min_distance, sample_keys
-from assocmem.facts.separation import ball_volume, guaranteed_keys, hamming, max_keys, request_problems
+from assocmem.facts.generate import FactsSpec, generate_facts, sample_keys
+from assocmem.facts.separation import ball_volume, guaranteed_keys, hamming, max_keys, min_distance, request_problems
 from assocmem.schemas import config_schema_path
 
 TINY = [(q, n) for q in range(2, 6) for n in range(1, 5) if q ** n <= 27]
@@ -79,15 +79,17 @@ def test_every_pair_of_keys_is_at_least_the_minimum_distance_apart(qn, d, seed, 
     assert min_distance(keys) == min(pairs)
 
 
-@settings(max_examples=30, deadline=None)
-@given(st.integers(2, 40), st.integers(1, 30), st.integers(1, 6), st.integers(2, 4), st.integers(0, 2 ** 16))
-def test_min_distance_matches_brute_force(n_keys, n_others, length, q, seed):
+@settings(max_examples=60, deadline=None)
+@given(st.integers(2, 40), st.integers(1, 30), st.integers(1, 7), st.integers(2, 6), st.integers(0, 2 ** 16),
+       st.integers(0, 8))
+def test_min_distance_matches_brute_force(n_keys, n_others, length, q, seed, floor):
+    """The pigeonhole search is exact whatever its starting point (``floor``)."""
     rng = np.random.default_rng(seed)
     keys, others = rng.integers(0, q, size=(n_keys, length)), rng.integers(0, q, size=(n_others, length))
     within = min(hamming(a, b) for a, b in itertools.combinations(keys.tolist(), 2))
     across = min(hamming(a, b) for a in keys.tolist() for b in others.tolist())
-    assert min_distance(keys) == within and min_distance(keys, others) == across
-    assert min_distance(keys[:1]) is None
+    assert min_distance(keys, floor=floor) == within and min_distance(keys, others, floor=floor) == across
+    assert min_distance(keys[:1]) is None and min_distance(keys, others[:0]) is None
 
 
 def facts_config(**facts) -> dict:
