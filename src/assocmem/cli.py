@@ -29,6 +29,8 @@ STAGES: dict[str, tuple[Callable[..., Any], tuple[str, ...], str]] = {
     "data-audit": (stages.data_audit, ("raw-dir", "floor", "compare"),
                    "exact entropy floor + divergence from the real dev split"),
     "generate-fresh": (stages.generate_fresh, ("out-dir",), "a fresh sample from the generator, for evaluate"),
+    "generate-facts": (stages.generate_facts, ("out-dir",), "random key -> value facts for the memorisation test, "
+                       "and their exact information content"),
     "tokenize": (stages.tokenize, ("out-dir", "raw-dir?"), "normalise the data into the token store"),
     "subsets": (stages.subsets, ("store-dir", "out-dir"), "first X%% of the training split, as a view store"),
     "train": (stages.train, ("store-dir", "run-dir"), "train one model on one subset"),

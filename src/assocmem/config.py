@@ -100,6 +100,7 @@ def _dataset_problems(prefix: str, exp: dict[str, Any]) -> list[str]:
     if dataset["source"] not in kind.sources:
         problems.append(f"{prefix}.dataset.source: {kind.name} takes {' or '.join(map(repr, kind.sources))}, "
                         f"not {dataset['source']!r}")
+    problems += [f"{prefix}.dataset.{problem}" for problem in kind.problems(dataset)]
     if dataset["source"] == "hf" and not dataset.get("hf_name"):
         problems.append(f"{prefix}.dataset.hf_name: required when source is 'hf'")
     reference = dataset.get("reference_dev")

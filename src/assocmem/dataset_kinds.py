@@ -3,8 +3,10 @@ expect of it. The rules (``workflow/rules/common.smk``), the stages, the config 
 here instead of testing a dataset's name.
 
 Adding a kind: one :class:`DatasetKind` entry in :data:`KINDS` with its tokenizer, and its name in the schema's
-``dataset.name`` enum (``workflow/schemas/config.schema.yaml``). After tokenization every stage reads the same
-token store, so nothing downstream changes.
+``dataset.name`` enum (``workflow/schemas/config.schema.yaml``). A kind with a data stage of its own (facts:
+``generate_facts``) also needs that rule, its stage function and its layout entries, named by ``raw_stage``,
+``raw_file``, ``raw_record`` and ``raw_stamp``. After tokenization every stage reads the same token store, so
+nothing downstream changes.
 """
 
 from __future__ import annotations
@@ -15,9 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from assocmem.errors import AssocmemError
+from assocmem.facts.generate import SPLITS as FACTS_SPLITS
 from assocmem.qf.generate import SPLITS as QF_SPLITS
 
 Tokenizer = Callable[[dict[str, Any], Path, Path | None], None]  # (stage params, store dir, raw-data dir)
+Checker = Callable[[Mapping[str, Any]], list[str]]  # dataset config -> problems, each naming its key under dataset.
 
 
 def _tokenize_question_formation(params: dict[str, Any], out_dir: Path, raw_dir: Path | None) -> None:
@@ -27,6 +31,27 @@ def _tokenize_question_formation(params: dict[str, Any], out_dir: Path, raw_dir:
     if raw_dir is None:
         raise AssocmemError("tokenize: question_formation data needs --raw-dir (the generate_data output)")
     write_json(out_dir / "source.json", tokenize_qf_dir(raw_dir, out_dir))
+
+
+def _tokenize_facts(params: dict[str, Any], out_dir: Path, raw_dir: Path | None) -> None:
+    from assocmem.facts.generate import FactsSpec
+    from assocmem.facts.tokenize import tokenize_facts_dir
+    from assocmem.io import write_json
+
+    if raw_dir is None:
+        raise AssocmemError("tokenize: facts data needs --raw-dir (the generate_facts output)")
+    spec = FactsSpec.from_config(params["dataset"]["facts"], params["seed"])
+    write_json(out_dir / "source.json", tokenize_facts_dir(raw_dir, spec, out_dir))
+
+
+def _facts_problems(dataset: Mapping[str, Any]) -> list[str]:
+    from assocmem.facts.separation import request_problems
+
+    return request_problems(dataset["facts"])
+
+
+def _no_problems(dataset: Mapping[str, Any]) -> list[str]:
+    return []
 
 
 def _tokenize_corpus(params: dict[str, Any], out_dir: Path, raw_dir: Path | None) -> None:
@@ -41,8 +66,14 @@ class DatasetKind:
     name: str
     sources: tuple[str, ...]  # the dataset.source values it takes
     tokenize: Tokenizer
-    raw_splits: tuple[str, ...] = ()  # files of a generate_data stage (none: the tokenizer reads the source itself)
+    raw_splits: tuple[str, ...] = ()  # files of a data stage (none: the tokenizer reads the source itself)
+    raw_stage: str | None = None  # the rule that writes them (generate_data, generate_facts)
+    raw_file: str = "raw_file"  # the layout name of a raw split file (its {split} field)
+    raw_record: str = "raw_manifest"  # the layout names of the data stage's record and stamp
+    raw_stamp: str = "raw_stamp"
     audited: bool = False  # a data_audit stage writes an exact entropy floor and a comparison with the real data
+    exact_information: bool = False  # the data stage's record holds the exact information content (facts)
+    problems: Checker = _no_problems  # config problems only this kind has (validated config -> messages)
     sized: bool = False  # dataset.sizes fixes the number of sequences per split
     windowed: bool = False  # the store is one token stream cut into windows (activations.chunk_len applies)
     takes_pretrained: bool = False  # pretrained HF models can be run on it (their tokenizer's text)
@@ -61,7 +92,7 @@ class DatasetKind:
 
 QUESTION_FORMATION = DatasetKind(
     "question_formation", sources=("generate", "download"), tokenize=_tokenize_question_formation,
-    raw_splits=QF_SPLITS, audited=True, sized=True, store_keys=("name",),
+    raw_splits=QF_SPLITS, raw_stage="generate_data", audited=True, sized=True, store_keys=("name",),
     own_keys=frozenset({"sizes", "download", "reference_dev", "grammar_weights", "fresh_sequences"}),
     resources={"tokenize": {"mem_mb": 2000, "runtime": 30}, "train": {"mem_mb": 3000, "runtime": 240}})
 CORPUS = DatasetKind(
@@ -70,7 +101,12 @@ CORPUS = DatasetKind(
     own_keys=frozenset({"hf_name", "revision", "allow_unpinned", "data_files", "paths", "split", "text_column",
                         "val_fraction", "tokenizer", "shard_tokens"}),
     resources={"tokenize": {"mem_mb": 8000, "runtime": 720}, "train": {"mem_mb": 16000, "runtime": 2880}})
-KINDS: dict[str, DatasetKind] = {kind.name: kind for kind in (QUESTION_FORMATION, CORPUS)}
+FACTS = DatasetKind(
+    "facts", sources=("generate",), tokenize=_tokenize_facts, raw_splits=FACTS_SPLITS, raw_stage="generate_facts",
+    raw_file="facts_file", raw_record="facts_information", raw_stamp="facts_stamp", exact_information=True,
+    problems=_facts_problems, store_keys=("name", "facts"), own_keys=frozenset({"facts"}),
+    resources={"tokenize": {"mem_mb": 2000, "runtime": 30}, "train": {"mem_mb": 3000, "runtime": 240}})
+KINDS: dict[str, DatasetKind] = {kind.name: kind for kind in (QUESTION_FORMATION, CORPUS, FACTS)}
 
 
 def kind_of(dataset: Mapping[str, Any]) -> DatasetKind:

@@ -17,6 +17,9 @@ TEMPLATES: dict[str, str] = {
     "compare": "{exp}/data/compare.json",
     "fresh_file": "{exp}/data/fresh/question.fresh",
     "fresh_manifest": "{exp}/data/fresh/manifest.json",
+    # memorisation facts (generate_facts): one fact per line, and the exact information content beside them
+    "facts_file": "{exp}/data/facts/{split}.tsv",
+    "facts_information": "{exp}/data/facts/information.json",
     # token store (tokenize) and subset views (subsets); both data kinds
     "tokens_meta": "{exp}/data/tokens/meta.json",
     "tokens_source": "{exp}/data/tokens/source.json",
@@ -46,6 +49,7 @@ TEMPLATES: dict[str, str] = {
     "raw_stamp": "{exp}/data/raw/provenance.json",
     "audit_stamp": "{exp}/data/audit.provenance.json",
     "fresh_stamp": "{exp}/data/fresh/provenance.json",
+    "facts_stamp": "{exp}/data/facts/provenance.json",
     "tokens_stamp": "{exp}/data/tokens/provenance.json",
     "subset_stamp": "{exp}/data/subsets/{subset}/provenance.json",
     "run_stamp": "{exp}/train/{model}/{subset}/provenance.json",
@@ -68,7 +72,7 @@ TEMPLATES: dict[str, str] = {
 PRODUCERS: dict[str, str] = {
     "raw_file": "generate_data", "raw_manifest": "generate_data", "floor": "data_audit", "compare": "data_audit",
     "fresh_file": "generate_fresh", "fresh_manifest": "generate_fresh", "evaluation": "evaluate",
-    "sweep_analysis": "sweep",
+    "sweep_analysis": "sweep", "facts_file": "generate_facts", "facts_information": "generate_facts",
     "tokens_meta": "tokenize", "tokens_source": "tokenize", "subset_meta": "subsets",
     "model": "train", "best_model": "train", "metrics": "train", "summary": "train", "eval_rows": "train",
     "acts_train": "activations", "acts_heldout": "activations", "acts_train_index": "activations",
@@ -82,6 +86,7 @@ PRODUCERS: dict[str, str] = {
 # the stamp each rule writes beside its outputs (pretrained_activations shares activations' directory layout)
 STAMPS: dict[str, str] = {
     "generate_data": "raw_stamp", "data_audit": "audit_stamp", "generate_fresh": "fresh_stamp",
+    "generate_facts": "facts_stamp",
     "tokenize": "tokens_stamp", "subsets": "subset_stamp", "train": "run_stamp", "activations": "acts_stamp",
     "pretrained_activations": "acts_stamp", "neighbours": "nn_stamp", "evaluate": "eval_stamp", "sweep": "sweep_stamp",
 }

@@ -43,6 +43,18 @@ def generate_fresh(params: dict[str, Any], out_dir: Path) -> str:
     return f"{manifest['lines']} fresh sequences into {out_dir}"
 
 
+def generate_facts(params: dict[str, Any], out_dir: Path) -> str:
+    """Memorisation facts (train and unseen) and their exact information content (information.json)."""
+    from assocmem.facts.generate import FactsSpec, write_facts
+
+    spec = FactsSpec.from_config(params["facts"])  # its seed resolved by the workflow
+    record = write_facts(spec, out_dir)
+    keys, info = record["keys"], record["information"]
+    return (f"{spec.count} facts ({spec.key_length} x {spec.key_vocab} -> {spec.value_length} x {spec.value_vocab}), "
+            f"{info['bits']:.6g} bits to store; min key distance {keys['min_distance_train']} "
+            f"(asked {spec.min_key_distance})")
+
+
 def evaluate(params: dict[str, Any], model: Path, store_dir: Path, out_dir: Path) -> str:
     """The model's CE, with and without <eos>, on each evaluation set (params: files, name -> path)."""
     from assocmem.evaluation import evaluate_files

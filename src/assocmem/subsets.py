@@ -30,6 +30,7 @@ BY = ("document", "token")
 _SCAN_TOKENS = 1 << 22  # tokens per chunk when scanning for end-of-text ids, to keep memory bounded
 _SHARED_KEYS = ("format", "format_version", "dtype", "vocab_size", "eot_id", "pad_id", "tokenizer", "batching",
                 "roles", "loss_tokens")
+_OPTIONAL_KEYS = ("loss_from",)  # a store's keys that only some kinds write (facts: the first scored position)
 
 
 def prefix_count(fraction: float, total: int) -> int:
@@ -72,6 +73,7 @@ def make_subset(store_dir: str | os.PathLike[str], fraction: float, *, by: str =
     }
     view_split: dict[str, Any] = {"n_tokens": token_end, "n_docs": n_docs}
     meta: dict[str, Any] = {key: parent_meta[key] for key in _SHARED_KEYS}
+    meta.update({key: parent_meta[key] for key in _OPTIONAL_KEYS if key in parent_meta})
     # the parent's per-split statistics without shard lists, for stages that size models from every split
     meta["splits"] = {name: {k: v for k, v in info.items() if k != "shards"}
                       for name, info in parent_meta["splits"].items()}

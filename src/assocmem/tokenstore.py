@@ -6,7 +6,8 @@ A store directory holds
   special ids (``eot_id``, ``pad_id``), the tokenizer, ``batching`` (``sequences``: every document is one
   training example, padded; ``windows``: nanoGPT-style random windows over the token stream), ``roles``
   (which split validates training, which one gives held-out activations), and per split its shards,
-  ``n_tokens``, ``n_docs`` and length statistics;
+  ``n_tokens``, ``n_docs`` and length statistics; optionally ``loss_from`` (``sequences`` stores: the tokens of a
+  document before this position are context, never scored as targets; absent: 0, every token after the first);
 * ``{split}_{i:05d}.bin`` -- flat little-endian token ids, one end-of-text id after every document (for
   Question-Formation the end-of-text id is ``<eos>``, so a document is exactly one LM sequence);
 * ``{split}_{i:05d}.json`` and ``{split}_meta.json`` -- the streaming writer's per-shard and per-split
@@ -166,6 +167,11 @@ class TokenStore:
     @property
     def loss_tokens(self) -> str:
         return self.meta["loss_tokens"]
+
+    @property
+    def loss_from(self) -> int:
+        """The first position of a document whose token is a scored target (0: every token after the first)."""
+        return int(self.meta.get("loss_from", 0))
 
     def __len__(self) -> int:
         """Number of documents (sequences)."""

@@ -9,7 +9,8 @@ the checkpoint holds model, optimizer and the running-loss accumulator, so a run
 its last checkpoint produces the same weights and metrics as an uninterrupted run (on the same device).
 
 Loss: cross-entropy in nats per predicted token, averaged over every non-padding target token (for
-Question-Formation: every token after ``<sos>``, up to and including ``<eos>``).
+Question-Formation: every token after ``<sos>``, up to and including ``<eos>``; a store with ``loss_from``
+scores only the tokens from that position on, for facts the value tokens and ``<eos>``).
 """
 
 from __future__ import annotations
@@ -57,10 +58,12 @@ class SequenceBatches:
 
     Epoch e visits the rows in the order of a permutation seeded by (seed, e), computed once per epoch."""
 
-    def __init__(self, store: TokenStore, start: int, stop: int, batch_size: int, seed: int) -> None:
+    def __init__(self, store: TokenStore, start: int, stop: int, batch_size: int, seed: int,
+                 loss_from: int = 0) -> None:
         if stop <= start:
             raise AssocmemError(f"no training sequences in rows [{start}, {stop}) of {store.store_dir}")
         self.store, self.start, self.stop, self.batch_size, self.seed = store, start, stop, batch_size, seed
+        self.loss_from = loss_from  # targets before this position of a sequence are not scored (store.loss_from)
         self._cached: tuple[int, np.ndarray] | None = None
 
     def _permutation(self, epoch: int) -> np.ndarray:
@@ -79,7 +82,7 @@ class SequenceBatches:
         return rows
 
     def batch(self, step: int) -> Batch:
-        return to_lm_batch(self.store.padded_batch(self.rows(step)), self.store.pad_id)
+        return to_lm_batch(self.store.padded_batch(self.rows(step)), self.store.pad_id, self.loss_from)
 
 
 @dataclass(frozen=True)
@@ -103,15 +106,18 @@ def fixed_windows(store: Any, n_batches: int, batch_size: int, block_size: int, 
     return [source.batch(i) for i in range(n_batches)]
 
 
-def to_lm_batch(padded: np.ndarray, pad_id: int = 0) -> Batch:
+def to_lm_batch(padded: np.ndarray, pad_id: int = 0, loss_from: int = 0) -> Batch:
+    """Inputs and next-token targets of padded sequences; padding, and the tokens before position ``loss_from`` of
+    each sequence (context only, e.g. a fact's key), are not scored."""
     tokens = torch.from_numpy(padded)
     inputs, targets = tokens[:, :-1].clone(), tokens[:, 1:].clone()
     targets[targets == pad_id] = IGNORE
+    targets[:, :max(loss_from - 1, 0)] = IGNORE  # target column j is the token at position j + 1
     return inputs, targets
 
 
 def fixed_batches(store: TokenStore, rows: np.ndarray, batch_size: int) -> list[Batch]:
-    return [to_lm_batch(store.padded_batch(rows[i:i + batch_size]), store.pad_id)
+    return [to_lm_batch(store.padded_batch(rows[i:i + batch_size]), store.pad_id, store.loss_from)
             for i in range(0, len(rows), batch_size)]
 
 
@@ -452,7 +458,7 @@ def build_job(train_cfg: dict[str, Any], model_spec: dict[str, Any], seed: int, 
         train_eval_rows = np.sort(rng.choice(rows, size=min(n_eval, len(rows)), replace=False))
         eval_sets = {"train_eval": fixed_batches(train, train_eval_rows, batch),
                      "val": fixed_batches(val, np.arange(min(n_eval, len(val))), batch)}
-        batches: BatchSource = SequenceBatches(train, 0, len(train), batch, seed)
+        batches: BatchSource = SequenceBatches(train, 0, len(train), batch, seed, loss_from=train.loss_from)
         tokens_per_sequence = float(train.meta["splits"]["train"]["mean_len"])
     else:
         block = int(train_cfg["block_size"])

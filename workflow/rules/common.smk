@@ -19,7 +19,7 @@ from assocmem.config import (
     run_settings,
     validate_config,
 )
-from assocmem.dataset_kinds import QUESTION_FORMATION, kind_of
+from assocmem.dataset_kinds import FACTS, QUESTION_FORMATION, kind_of
 from snakemake.exceptions import WorkflowError
 
 try:
@@ -216,6 +216,13 @@ def fresh_params(w):
     return as_json({"dataset": spec, "seed": config["seed"]})
 
 
+def facts_params(w):
+    """The facts' settings, with their seed resolved (null: the global seed, so changing it reruns the facts)."""
+    facts = dict(EXPS[w.exp]["dataset"]["facts"])
+    facts["seed"] = config["seed"] if facts["seed"] is None else facts["seed"]
+    return as_json({"facts": facts})
+
+
 def evaluation_files(exp):
     """Evaluation set name -> the file it reads (config.evaluation_sets: a layout artifact or a config path)."""
     files = {}
@@ -313,12 +320,11 @@ def neighbour_params(w):
 
 
 def tokenize_inputs(w):
-    """The raw split files of a kind with a data stage (QF); a local text corpus: its files (so editing one reruns
-    tokenization)."""
-    if kind(w.exp).raw_splits:
-        return {
-            "raw": [at("raw_file", exp=w.exp, split=s) for s in kind(w.exp).raw_splits]
-        }
+    """The raw split files of a kind with a data stage (QF, facts); a local text corpus: its files (so editing one
+    reruns tokenization)."""
+    data = kind(w.exp)
+    if data.raw_splits:
+        return {"raw": [at(data.raw_file, exp=w.exp, split=s) for s in data.raw_splits]}
     dataset = EXPS[w.exp]["dataset"]
     if dataset["source"] == "hf":
         return {}
@@ -373,9 +379,10 @@ def data_files(exp):
         for s in subsets_of(exp)
         for name in ("subset_meta", "subset_stamp")
     ]
-    files += [at("raw_file", exp=exp, split=s) for s in kind(exp).raw_splits]
-    if kind(exp).raw_splits:
-        files += [at(name, exp=exp) for name in ("raw_manifest", "raw_stamp")]
+    data = kind(exp)
+    files += [at(data.raw_file, exp=exp, split=s) for s in data.raw_splits]
+    if data.raw_splits:
+        files += [at(name, exp=exp) for name in (data.raw_record, data.raw_stamp)]
     if kind(exp).audited:
         files += [at(name, exp=exp) for name in ("floor", "compare", "audit_stamp")]
     if "fresh" in evaluation_sets(EXPS[exp]):
@@ -439,7 +446,7 @@ def data_benchmarks(exp):
     """Benchmark names of an experiment's jobs behind data_files, evaluation_outputs and sweep_outputs, as each
     rule's `benchmark:` line names them."""
     jobs = {
-        "generate_data": bool(kind(exp).raw_splits),
+        **({kind(exp).raw_stage: True} if kind(exp).raw_stage else {}),
         "data_audit": kind(exp).audited,
         "generate_fresh": "fresh" in evaluation_sets(EXPS[exp]),
         "tokenize": True,
@@ -525,6 +532,7 @@ PARAMS_OF = {
     "generate_data": generate_params,
     "data_audit": audit_params,
     "generate_fresh": fresh_params,
+    "generate_facts": facts_params,
     "tokenize": tokenize_params,
     "subsets": subset_params,
     "train": train_params,

@@ -84,3 +84,28 @@ rule generate_fresh:
         "generate fresh data: {wildcards.exp} (log: {log})"
     shell:
         "python -m assocmem generate-fresh --params {params.spec:q} --out-dir {params.out_dir:q} {params.io} > {log:q} 2>&1"
+
+
+rule generate_facts:
+    """Random key -> value facts for the memorisation test (train and unseen) and their exact information content."""
+    output:
+        files=expand(P("facts_file"), split=FACTS.raw_splits, allow_missing=True),
+        information=P("facts_information"),
+        stamp=P("facts_stamp"),
+    log:
+        log_path("{exp}/generate_facts"),
+    benchmark:
+        bench_path("{exp}/generate_facts")
+    conda:
+        "../envs/assocmem.yaml"
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=30,
+    params:
+        code=stage_code("generate_facts"),
+        spec=facts_params,
+        out_dir=parent_dir("out.information"),
+        io=provenance_args,
+    shell:
+        "python -m assocmem generate-facts --params {params.spec:q} --out-dir {params.out_dir:q} {params.io} > {log:q} 2>&1"

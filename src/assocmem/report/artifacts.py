@@ -75,8 +75,9 @@ class Run:
 
 @dataclass
 class Experiment:
-    """Artifacts of one experiment: its token store's meta and source record; a kind with a data stage (QF) also
-    has the raw manifest, and an audited one the exact floor and the comparison with the real files."""
+    """Artifacts of one experiment: its token store's meta and source record; a kind with a data stage also has
+    that stage's record (QF: the raw manifest; facts: information.json, the exact information content), and an
+    audited one the exact floor and the comparison with the real files."""
 
     name: str
     config: dict[str, Any]
@@ -140,7 +141,7 @@ def load_experiments(results_dir: Path, config: dict[str, Any]) -> list[Experime
                                 source=read_json(layout.path(results, "tokens_source", exp=name)))
         kind = kind_of(exp_cfg["dataset"])
         if kind.raw_splits:
-            experiment.manifest = read_json(layout.path(results, "raw_manifest", exp=name))
+            experiment.manifest = read_json(layout.path(results, kind.raw_record, exp=name))
         if kind.audited:
             experiment.floor = read_json(layout.path(results, "floor", exp=name))
             experiment.compare = read_json(layout.path(results, "compare", exp=name))

@@ -77,6 +77,24 @@ def corpus_data_section(exp: Experiment) -> Section:
     return section
 
 
+def facts_data_section(exp: Experiment) -> Section:
+    """The data section of a kind whose data stage records its exact information content (facts)."""
+    from assocmem.facts.information import INFORMATION_HEADER, information_rows
+
+    section = Section(f"Data: {exp.name} (random facts)")
+    splits = exp.token_meta["splits"]
+    section.tables.append(markdown_table(["split", "facts", "tokens", "sha256 (tokens)"],
+                                         [[s, v["n_docs"], v["n_tokens"], v["shards"][0]["sha256"][:16]]
+                                          for s, v in splits.items()]))
+    section.tables.append(markdown_table(INFORMATION_HEADER, information_rows(exp.manifest)))
+    section.paragraphs.append(
+        f"Each fact is one sequence `<sos> key <sep> value <eos>`; the loss counts {exp.token_meta['loss_tokens']}. "
+        f"Information counted: {exp.manifest['information']['counted']}. A model that has stored a fact predicts its "
+        "value at 0 nats; on an unseen fact (the validation split) no model beats ln V nats per value token. Recall "
+        "of the stored facts is the training curves' 'train CE, fixed sample'.")
+    return section
+
+
 def comparison_tables(compare: dict[str, Any]) -> list[str]:
     """Fidelity of our data to McCoy's (held-out, gen, direct) and, with a configured reference, the rates behind
     the differences; the rows come from :mod:`assocmem.qf.compare`."""
@@ -89,10 +107,14 @@ def comparison_tables(compare: dict[str, Any]) -> list[str]:
 
 
 def data_section(exp: Experiment) -> Section:
-    """The data section of an audited kind (exact floor and fidelity to the real files), else the plain one."""
+    """The data section of an audited kind (exact floor and fidelity to the real files), of a kind with an exact
+    information content (facts), else the plain one."""
     from assocmem.qf.floor import FLOOR_TABLE_HEADER, floor_table
 
-    if not kind_of(exp.config["dataset"]).audited:
+    kind = kind_of(exp.config["dataset"])
+    if kind.exact_information:
+        return facts_data_section(exp)
+    if not kind.audited:
         return corpus_data_section(exp)
     floors, compare, manifest = exp.floor, exp.compare, exp.manifest
     shipped = compare["shipped_fit"]
@@ -159,7 +181,7 @@ def training_section(exp: Experiment, fig_dir: Path, regime: Callable[[Run], str
                               "best checkpoint.")
     train = exp.config["train"]
     micro = train["micro_batch_size"] or train["batch_size"]
-    unit = "windows of block_size tokens" if exp.floor is None else "sequences"
+    unit = "sequences" if exp.token_meta["batching"] == "sequences" else "windows of block_size tokens"
     section.paragraphs.append(
         f"Batch: {train['batch_size']} {unit} per optimizer step, as {train['batch_size'] // micro} "
         f"micro-batch(es) of {micro} (gradient accumulation); lr {train['lr']} with {train['warmup_steps']} "

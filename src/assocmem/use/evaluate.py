@@ -50,7 +50,8 @@ def evaluate_split(model: DecoderLM, vocabulary: Vocabulary, split: str | None =
     if store.batching == "sequences":
         count = len(store) if limit is None else min(limit, len(store))
         sequences = [store.sequence(i).tolist() for i in range(count)]
-        losses = row_losses(model, sequences, int(store.pad_id), desc=f"evaluate {store.split}")
+        losses = row_losses(model, sequences, int(store.pad_id), desc=f"evaluate {store.split}",
+                            loss_from=store.loss_from)
         summary = naming(f"split {store.split!r} of {store.store_dir}", lambda: summarise_losses(losses))
         return {**summary, "split": store.split, "unit": "sequences"}
     width = model.cfg.max_len

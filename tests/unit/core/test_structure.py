@@ -17,7 +17,7 @@ LEVELS = (
     {"io", "runtime", "gemm", "codehash", "theory", "stats", "progress", "targets"},
     {"tokenstore", "model", "testing", "provenance", "tables", "stamps", "runlock", "autotune"},
     {"tokenwriter", "subsets"},
-    {"qf", "corpus", "train", "activations", "knn", "sweep"},
+    {"qf", "corpus", "facts", "train", "activations", "knn", "sweep"},
     {"evaluation"},
     {"dataset_kinds", "use"},
     {"config"},

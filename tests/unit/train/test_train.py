@@ -68,6 +68,16 @@ def test_lm_batch_masks_padding():
     assert targets.tolist() == [[5, 6, 3, IGNORE, IGNORE]]
 
 
+def test_lm_batch_scores_only_from_loss_from():
+    """A store's loss_from (facts: the first value token) leaves the tokens before it as context; 0 and 1 score
+    every token after the first, as before."""
+    padded = np.array([[2, 7, 8, 4, 9, 3], [2, 7, 8, 4, 3, 0]])
+    assert to_lm_batch(padded, loss_from=4)[1].tolist() == [[IGNORE, IGNORE, IGNORE, 9, 3],
+                                                            [IGNORE, IGNORE, IGNORE, 3, IGNORE]]
+    for loss_from in (0, 1):
+        assert torch.equal(to_lm_batch(padded, loss_from=loss_from)[1], to_lm_batch(padded)[1])
+
+
 def test_training_reduces_loss_and_writes_outputs(tmp_path):
     summary = make_job(tmp_path, max_steps=40, eval_interval=10).run()
     metrics = pd.read_csv(tmp_path / "run" / "metrics.csv")
