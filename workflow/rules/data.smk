@@ -107,5 +107,7 @@ rule generate_facts:
         spec=facts_params,
         out_dir=parent_dir("out.information"),
         io=provenance_args,
+    message:
+        "generate facts: {wildcards.exp} (log: {log})"
     shell:
         "python -m assocmem generate-facts --params {params.spec:q} --out-dir {params.out_dir:q} {params.io} > {log:q} 2>&1"
