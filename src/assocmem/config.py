@@ -90,6 +90,7 @@ def _check_semantics(config: dict[str, Any]) -> None:
         problems += _dataset_problems(prefix, exp)
         problems += _model_problems(prefix, exp)
         problems += _size_problems(prefix, exp)
+        problems += _memorisation_problems(prefix, exp)
     if problems:
         raise ConfigError("invalid config:\n  - " + "\n  - ".join(problems))
 
@@ -114,6 +115,22 @@ def _dataset_problems(prefix: str, exp: dict[str, Any]) -> list[str]:
             if not glob.glob(pattern):
                 problems.append(f"{prefix}.dataset.paths[{i}]: {pattern!r} matches no file")
     return problems
+
+
+def _memorisation_problems(prefix: str, exp: dict[str, Any]) -> list[str]:
+    """Recall is measured on facts only; a sweep of facts is the memorisation grid, whose "stored" needs it."""
+    is_facts = kind_of(exp["dataset"]).name == "facts"
+    if exp["train"].get("stop_at_recall") is not None and not is_facts:
+        return [f"{prefix}.train.stop_at_recall: recall is measured on facts (dataset.name: facts) only"]
+    sweep, stop = exp.get("sweep"), exp["train"].get("stop_at_recall")
+    if is_facts and sweep is not None and stop is None:
+        return [f"{prefix}.train.stop_at_recall: a sweep of facts is a memorisation grid and needs the recall that "
+                "counts a fact set as stored (e.g. 0.95)"]
+    threshold = (sweep or {}).get("recall_threshold")
+    if threshold is not None and (not is_facts or threshold > stop):
+        return [f"{prefix}.sweep.recall_threshold: {threshold} must be a facts grid's and at most "
+                f"train.stop_at_recall ({stop}): training stops there, so a higher share is never measured"]
+    return []
 
 
 def _model_problems(prefix: str, exp: dict[str, Any]) -> list[str]:

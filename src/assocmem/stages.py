@@ -11,6 +11,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from assocmem import layout
 from assocmem.io import load_npy, read_json, write_csv, write_json, write_parquet
 from assocmem.runtime import set_threads
 
@@ -181,6 +182,8 @@ def sweep(params: dict[str, Any], results_dir: Path, out_dir: Path) -> str:
         train = run_settings(cfg, model)[1]
         runs += [SweepRunSpec(model, replicate, fraction, train.get("early_stopping_patience"), train["eval_interval"])
                  for replicate in range(cfg["sweep"]["seeds"]) for fraction in cfg["subsets"]["fractions"]]
+    if cfg["dataset"]["name"] == "facts":
+        return _memorisation(params, results_dir, out_dir, runs)
     analysis = analyse(read_cells(results_dir, exp, runs), cfg["sweep"], seed=params["seed"], progress=log.info)
     write_json(out_dir / "analysis.json", to_json(analysis))
     boundary = analysis["parametric_boundary"]
@@ -189,6 +192,21 @@ def sweep(params: dict[str, Any], results_dir: Path, out_dir: Path) -> str:
     fit = boundary["fit"]
     return (f"boundary exponent b = {fit['b']:.2f}, 95% CI [{fit['b_low']:.2f}, {fit['b_high']:.2f}]; "
             f"{boundary['power_reason']}")
+
+
+def _memorisation(params: dict[str, Any], results_dir: Path, out_dir: Path, runs: list[Any]) -> str:
+    """A memorisation grid (a sweep of facts): the storage boundary N_b(D), its power and bits per parameter."""
+    from assocmem.memorisation.analysis import analyse, headline
+    from assocmem.memorisation.cells import read_runs
+
+    exp, cfg = params["experiment"], params["config"]
+    stop_at = cfg["train"]["stop_at_recall"]
+    threshold = cfg["sweep"]["recall_threshold"] or stop_at
+    information = read_json(layout.path(results_dir, "facts_information", exp=exp))
+    analysis = analyse(read_runs(results_dir, exp, runs), information, threshold, stop_at,
+                       power_sims=cfg["sweep"]["power_sims"], seed=params["seed"], progress=log.info)
+    write_json(out_dir / "analysis.json", analysis)
+    return headline(analysis)
 
 
 def report(params: dict[str, Any], results_dir: Path, out_dir: Path) -> str:

@@ -21,7 +21,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -142,6 +142,8 @@ class TrainSettings:
     gemm: str = "auto"  # fp32 CPU GEMM library: auto (the faster here, timed), native (MKL via F.linear), onednn
     early_stopping_patience: int | None = None  # evaluations without improvement before stopping
     early_stopping_min_delta: float = 0.0  # nats: an improvement smaller than this does not count
+    max_epochs: float | None = None  # passes over the training sequences; sets the step budget (capped by max_steps)
+    stop_at_recall: float | None = None  # stop once this share of the training facts is recalled exactly
 
     @classmethod
     def from_config(cls, cfg: dict[str, Any]) -> TrainSettings:
@@ -185,6 +187,34 @@ def evaluate(model: torch.nn.Module, batches: list[Batch], device: torch.device,
         count += int((targets != IGNORE).sum())  # counted on the host copy
     model.train(was_training)
     return total / max(count, 1)
+
+
+@torch.no_grad()
+def recall(model: torch.nn.Module, batches: list[Batch], device: torch.device, autocast: Any) -> float:
+    """Share of the sequences whose every scored target is the model's most likely next token (teacher-forced; for a
+    fact: its whole value recalled from its key, exactly what greedy decoding would produce)."""
+    was_training = model.training
+    model.eval()
+    exact, total = 0, 0
+    for inputs, targets in batches:
+        with autocast():
+            predicted = model(inputs.to(device)).argmax(dim=-1).cpu()
+        exact += int(((predicted == targets) | (targets == IGNORE)).all(dim=1).sum())
+        total += int(targets.shape[0])
+    model.train(was_training)
+    return exact / max(total, 1)
+
+
+def step_budget(settings: TrainSettings, n_sequences: int) -> int:
+    """The run's step budget: ``max_steps``, or fewer where ``max_epochs`` passes over the training sequences end
+    sooner (so every fact of a memorisation grid gets the same number of exposures, whatever D)."""
+    if settings.max_epochs is None:
+        return settings.max_steps
+    return max(1, min(settings.max_steps, math.ceil(settings.max_epochs * n_sequences / settings.batch_size)))
+
+
+def recall_reached(metrics: list[dict[str, float]], threshold: float | None) -> bool:
+    return threshold is not None and bool(metrics) and metrics[-1].get("train_recall", 0.0) >= threshold
 
 
 @dataclass
@@ -303,8 +333,17 @@ class TrainJob:
 
     def _stopped(self, state: RunState) -> bool:
         s = self.settings
-        return state.step >= s.max_steps or early_stop_reached(state.metrics, s.early_stopping_patience,
-                                                                 s.early_stopping_min_delta)
+        return (state.step >= s.max_steps or recall_reached(state.metrics, s.stop_at_recall)
+                or early_stop_reached(state.metrics, s.early_stopping_patience, s.early_stopping_min_delta))
+
+    def _stop_rule(self, state: RunState) -> str:
+        """What ended the run: the recall target, early stopping, or the step budget."""
+        s = self.settings
+        if recall_reached(state.metrics, s.stop_at_recall):
+            return "recall"
+        if early_stop_reached(state.metrics, s.early_stopping_patience, s.early_stopping_min_delta):
+            return "early_stopping"
+        return "budget"
 
     def run(self, on_step: Callable[[int], None] | None = None) -> dict[str, Any]:
         s = self.settings
@@ -373,7 +412,10 @@ class TrainJob:
         # every rank holds the same weights, so only rank 0 (which writes the metrics) evaluates
         main = dist_rank_world()[0] == 0
         for name, batches in self.eval_sets.items():
-            row[f"{name}_ce"] = evaluate(model, batches, device, autocast) if main else float("nan")
+            if name != RECALL_SET:
+                row[f"{name}_ce"] = evaluate(model, batches, device, autocast) if main else float("nan")
+        if RECALL_SET in self.eval_sets:
+            row["train_recall"] = recall(model, self.eval_sets[RECALL_SET], device, autocast) if main else 0.0
         state.metrics.append(row)
         state.running_loss, state.running_tokens = 0.0, 0
         return row
@@ -402,7 +444,10 @@ class TrainJob:
                    "best_step": int(metrics["step"].iloc[best]), "stopped_early": state.step < self.settings.max_steps,
                    "device": str(device), "model_config": self.model_config.to_dict(), "fingerprint": self.fingerprint,
                    "gemm": gemm.value, "final": metrics.iloc[-1].to_dict(), "eval_rows": len(rows),
-                   **self.summary_extra}
+                   "max_steps": self.settings.max_steps, "stop_rule": self._stop_rule(state), **self.summary_extra}
+        if self.settings.stop_at_recall is not None:
+            summary["recall"] = float(metrics["train_recall"].iloc[-1])
+            summary["stored"] = summary["recall"] >= self.settings.stop_at_recall
         write_json(self.run_dir / "summary.json", summary)  # the one writer of summary.json (rank 0 only)
         return summary
 
@@ -443,11 +488,16 @@ def model_context(store: TokenStore, train_cfg: dict[str, Any]) -> int:
     return int(train_cfg["block_size"])
 
 
+RECALL_SET = "recall"  # every training sequence, for the recall of a memorisation run (not a CE evaluation)
+RECALL_BATCH = 256
+
+
 def build_job(train_cfg: dict[str, Any], model_spec: dict[str, Any], seed: int, store_dir: Path,
               run_dir: Path, code: str = "", job: str = "") -> TrainJob:
     """One model's training job on one subset view (batching follows the store); resumes only under ``code``."""
     settings = TrainSettings.from_config(train_cfg)
     train = TokenStore(store_dir, "train")
+    settings = replace(settings, max_steps=step_budget(settings, len(train)))
     val = TokenStore(store_dir, train.roles["validation"])
     spec = dict(model_spec, max_len=max(model_spec.get("max_len", 64), model_context(train, train_cfg)))
     model_config = ModelConfig.from_dict(spec, vocab_size=train.vocab_size)
@@ -459,8 +509,13 @@ def build_job(train_cfg: dict[str, Any], model_spec: dict[str, Any], seed: int, 
         eval_sets = {"train_eval": fixed_batches(train, train_eval_rows, batch),
                      "val": fixed_batches(val, np.arange(min(n_eval, len(val))), batch)}
         batches: BatchSource = SequenceBatches(train, 0, len(train), batch, seed, loss_from=train.loss_from)
+        if settings.stop_at_recall is not None:
+            eval_sets[RECALL_SET] = fixed_batches(train, rows, max(batch, RECALL_BATCH))
         tokens_per_sequence = float(train.meta["splits"]["train"]["mean_len"])
     else:
+        if settings.stop_at_recall is not None:
+            raise AssocmemError(f"train.stop_at_recall needs a store of whole sequences (facts); {store_dir} holds "
+                                "windows over a token stream")
         block = int(train_cfg["block_size"])
         eval_sets = {"train_eval": fixed_windows(train, settings.eval_batches, batch, block, seed),
                      "val": fixed_windows(val, settings.eval_batches, batch, block, seed + 1)}

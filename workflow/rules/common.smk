@@ -405,14 +405,17 @@ def run_files(exp, model, subset):
 
 
 def sweep_inputs(w):
-    """The train artifacts of every run of a sweep (each model x seed x subset)."""
+    """The train artifacts of every run of a sweep (each model x seed x subset); for a memorisation grid (a sweep
+    of facts) also the facts' information content."""
     names = ("metrics", "summary", "eval_rows")
-    return [
+    runs = [
         at(name, exp=w.exp, model=model, subset=subset)
         for model in run_labels(w.exp)
         for subset in subsets_of(w.exp)
         for name in names
     ]
+    facts = [at("facts_information", exp=w.exp)] if kind(w.exp) is FACTS else []
+    return runs + facts
 
 
 def sweep_params(w):

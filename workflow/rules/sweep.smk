@@ -23,7 +23,7 @@ rule sweep:
         out_dir=parent_dir("out.analysis"),
         io=provenance_args,
     message:
-        "scaling sweep analysis: {wildcards.exp} (log: {log})"
+        "grid analysis (scaling sweep or memorisation): {wildcards.exp} (log: {log})"
     shell:
         "python -m assocmem sweep --params {params.spec:q} --results-dir {params.results_dir:q}"
         " --out-dir {params.out_dir:q} {params.io} > {log:q} 2>&1"

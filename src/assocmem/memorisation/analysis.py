@@ -1,0 +1,97 @@
+"""Everything the report says about one memorisation grid, computed once by the ``sweep`` stage and written as JSON.
+
+The storage boundary N_b(D) ∝ D^b is fitted to the runs' stored / not-stored outcomes
+(:mod:`assocmem.memorisation.boundary`). Power first: grids simulated at this very design (its N and D values and
+seeds, the fitted sharpness k) with b = 1, 1.35 and 2 must be recovered with calibrated intervals and told apart
+before the fitted b may carry a verdict (``can_decide``). The sensitivity rows refit b under reasonable alternative
+choices: the recall that counts as stored, a smaller exposure budget (read from each run's recall history), and
+the grid without its smallest D or N.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from assocmem.errors import AssocmemError
+from assocmem.memorisation import boundary as mb
+from assocmem.memorisation.cells import grid_table, stored_at
+
+K_RANGE = (0.5, 20.0)  # sharpness used by the power simulation, kept to where simulated fits are stable
+SENSITIVITY_THRESHOLDS = (0.8, 0.9, 0.95, 0.99)
+
+
+def _fit_row(choice: str, runs: pd.DataFrame) -> dict[str, Any]:
+    try:
+        fit = mb.fit_storage_boundary(runs)
+    except AssocmemError as err:
+        return {"choice": choice, "b": np.nan, "low": np.nan, "high": np.nan, "runs": len(runs), "note": str(err)}
+    return {"choice": choice, "b": fit.b, "low": fit.b_low, "high": fit.b_high, "runs": len(runs), "note": ""}
+
+
+def sensitivity(runs: pd.DataFrame, threshold: float, stop_at: float) -> list[dict[str, Any]]:
+    """b and its interval under each alternative choice; the first row is the primary analysis."""
+    rows = [_fit_row(f"recall >= {threshold:g} counts as stored (primary)", runs)]
+    rows += [_fit_row(f"recall >= {t:g} counts as stored", stored_at(runs, t))
+             for t in SENSITIVITY_THRESHOLDS if t != threshold and t <= stop_at]
+    smallest_d, smallest_n = runs["n_facts"].min(), runs["n_params"].min()
+    rows.append(_fit_row("without the smallest D", runs[runs["n_facts"] > smallest_d]))
+    rows.append(_fit_row("without the smallest N", runs[runs["n_params"] > smallest_n]))
+    if "stored_at_half_budget" in runs.columns:
+        half = runs.assign(stored=runs["stored_at_half_budget"])
+        rows.append(_fit_row("stored within half the exposure budget", half))
+    return rows
+
+
+def analyse(runs: pd.DataFrame, information: dict[str, Any], threshold: float, stop_at: float, *,
+            power_sims: int, seed: int, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """The memorisation grid's analyses. ``runs``: one row per run (:func:`assocmem.memorisation.cells.read_runs`),
+    ``information``: the facts' information record (bits per fact), ``threshold``: the recall that counts as
+    stored (<= ``stop_at``, where training stopped)."""
+    runs = stored_at(runs, threshold)
+    bits_per_fact = float(information["information"]["bits_per_fact"])
+    per_d = mb.per_d_boundaries(runs)
+    result: dict[str, Any] = {
+        "kind": "memorisation", "threshold": threshold, "stop_at_recall": stop_at, "bits_per_fact": bits_per_fact,
+        "n_runs": len(runs), "seeds": int(runs["seed"].nunique()),
+        "n_params": sorted(int(n) for n in runs["n_params"].unique()),
+        "n_facts": sorted(int(d) for d in runs["n_facts"].unique()),
+        "runs": runs.to_dict(orient="records"), "grid": grid_table(runs).to_dict(orient="records"),
+        "per_d": per_d.to_dict(orient="records"), "laws": dict(mb.LAWS), "law_labels": dict(mb.LAW_LABELS)}
+    n_span = float(runs["n_params"].max() / runs["n_params"].min())
+    d_span = float(runs["n_facts"].max() / runs["n_facts"].min())
+    result.update(n_span=n_span, d_span=d_span, n_span_covers_d_squared=bool(n_span >= d_span ** 2))
+    try:
+        fit = mb.fit_storage_boundary(runs)
+    except AssocmemError as err:
+        return {**result, "fit": None, "reason": str(err)}
+    if progress:
+        progress(f"storage boundary b = {fit.b:.2f} [{fit.b_low:.2f}, {fit.b_high:.2f}]; simulating its power")
+    k = float(np.clip(fit.k, *K_RANGE))
+    design = runs[["n_params", "n_facts", "seed"]]
+    power = mb.design_power(design, k=k, n_sim=power_sims, seed=seed)
+    decide, reason = mb.can_decide(power)
+    d_ref = fit.d_ref
+    bits = mb.bits_per_parameter(fit, bits_per_fact, d_ref)
+    bits_per_d = [dict(zip(("n_facts", "bits_per_param", "low", "high"), (d, *mb.bits_per_parameter(
+        fit, bits_per_fact, d)), strict=True)) for d in fit.sizes]
+    return {**result, "fit": fit.as_record(), "power": power, "power_k": k, "can_decide": decide,
+            "power_reason": reason, "law_verdict": mb.law_verdict(fit),
+            "bits_per_param": {"d": d_ref, "value": bits[0], "low": bits[1], "high": bits[2]},
+            "bits_per_param_by_d": bits_per_d,
+            "censored_d": [row["n_facts"] for row in result["per_d"] if row["censoring"] != "inside"],
+            "sensitivity": sensitivity(runs, threshold, stop_at)}
+
+
+def headline(analysis: dict[str, Any]) -> str:
+    """One line for the terminal and the log."""
+    fit = analysis["fit"]
+    if fit is None:
+        return f"no storage boundary fit: {analysis['reason']}"
+    bits = analysis["bits_per_param"]
+    return (f"storage boundary N_b ~ D^b: b = {fit['b']:.2f}, 95% CI [{fit['b_low']:.2f}, {fit['b_high']:.2f}]; "
+            f"{bits['value']:.2f} bits per parameter [{bits['low']:.2f}, {bits['high']:.2f}]; "
+            f"{analysis['power_reason']}")
