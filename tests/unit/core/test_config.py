@@ -27,7 +27,8 @@ def minimal() -> dict:
 
 
 def test_shipped_configs_validate():
-    for name in ("config.yaml", "test.yaml", "paper.yaml", "scaling.yaml", "sweep_test.yaml"):
+    for name in ("config.yaml", "test.yaml", "paper.yaml", "scaling.yaml", "sweep_test.yaml", "facts_test.yaml",
+                 "memorisation.yaml", "memorisation_test.yaml"):
         cfg = load_config(ROOT / "config" / name)
         assert cfg["experiments"]
 
@@ -132,3 +133,47 @@ def test_a_fresh_sample_larger_than_the_pool_is_refused_naming_the_key():
     cfg["experiments"]["qf"]["dataset"].update(sizes={"train": 100, "dev": 10, "test": 10}, fresh_sequences=500)
     with pytest.raises(ConfigError, match=r"experiments\.qf\.dataset\.fresh_sequences: 500 exceeds the iid pool"):
         validate_config(cfg)
+
+
+def memorisation_config() -> dict:
+    return load_config(ROOT / "config" / "memorisation_test.yaml")
+
+
+@pytest.mark.parametrize(("edit", "expected"), [
+    (lambda exp: exp["train"].pop("stop_at_recall"),
+     "experiments.memo.train.stop_at_recall: a sweep of facts is a memorisation grid and needs the recall"),
+    (lambda exp: exp.setdefault("sweep", {}).update(recall_threshold=0.99),
+     "experiments.memo.sweep.recall_threshold: 0.99 must be a facts grid's and at most train.stop_at_recall (0.95)"),
+    (lambda exp: exp["train"].update(stop_at_recall=1.5), "stop_at_recall"),
+    (lambda exp: exp["train"].update(max_epochs=0), "max_epochs"),
+])
+def test_memorisation_keys_are_checked_before_any_job(edit, expected):
+    raw = yaml.safe_load((ROOT / "config" / "memorisation_test.yaml").read_text())
+    edit(raw["experiments"]["memo"])
+    with pytest.raises(ConfigError, match=None) as err:
+        validate_config(raw)
+    assert expected in str(err.value)
+
+
+def test_recall_is_refused_outside_facts():
+    raw = yaml.safe_load((ROOT / "config" / "test.yaml").read_text())
+    next(iter(raw["experiments"].values()))["train"]["stop_at_recall"] = 0.9
+    with pytest.raises(ConfigError, match="stop_at_recall: recall is measured on facts"):
+        validate_config(raw)
+
+
+def test_the_memorisation_configs_validate_with_their_stated_design():
+    """config/memorisation.yaml as its header states: the N range covers the square of the D range, >= 3 seeds."""
+    cfg = load_config(ROOT / "config" / "memorisation.yaml")
+    exp = cfg["experiments"]["memorisation"]
+    assert exp["sweep"]["seeds"] >= 3 and exp["sweep"]["recall_threshold"] <= exp["train"]["stop_at_recall"]
+    assert exp["dataset"]["name"] == "facts" and memorisation_config()["experiments"]["memo"]["sweep"]["seeds"] == 2
+    from assocmem.facts.tokenize import vocabulary
+    from assocmem.model import DecoderLM, ModelConfig
+
+    facts = exp["dataset"]["facts"]
+    vocab = len(vocabulary(facts["key_vocab"], facts["value_vocab"]))
+    n = [DecoderLM(ModelConfig.from_dict(spec, vocab_size=vocab)).num_parameters() for spec in exp["models"].values()]
+    d = [facts["count"] * fraction for fraction in exp["subsets"]["fractions"]]
+    assert max(n) / min(n) >= (max(d) / min(d)) ** 2
+    assert (min(n), max(n)) == (798, 58848)  # as the config's comments state
