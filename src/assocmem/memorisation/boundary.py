@@ -440,10 +440,14 @@ def _power_row(b: float, estimates: np.ndarray) -> dict[str, Any]:
                          for name, value in LAWS.items() if name != law}}
 
 
-def can_decide(power: dict[str, Any]) -> tuple[bool, str]:
+PAPER_PAIRS = tuple(pair for pair in permutations(LAWS, 2) if "paper" in pair)  # the paper's b against each other
+
+
+def can_decide(power: dict[str, Any], pairs: tuple[tuple[str, str], ...] | None = None) -> tuple[bool, str]:
     """Whether the design can carry a verdict among the laws: coverage >= MIN_COVERAGE at every simulated b, each
-    law simulated, and for every ordered pair of laws the interval excludes the other in >= MIN_POWER of the grids
-    simulated under the one; the reason names the weakest number."""
+    law simulated, and for every ordered pair of laws (``pairs``; default all, ``PAPER_PAIRS``: the paper's against
+    each other law) the interval excludes the other in >= MIN_POWER of the grids simulated under the one; the reason
+    names the weakest number."""
     rows = {row["law"]: row for row in power["by_b"] if row.get("law")}
     missing = [name for name in LAWS if name not in rows]
     if missing:
@@ -452,7 +456,7 @@ def can_decide(power: dict[str, Any]) -> tuple[bool, str]:
     if worst["coverage"] < MIN_COVERAGE:
         return False, (f"its interval is not calibrated: coverage {worst['coverage']:.0%} at b = {worst['b']:.3g} "
                        f"(needed {MIN_COVERAGE:.0%}) in {power['n_sim']} simulated grids")
-    true, other = min(permutations(LAWS, 2), key=lambda pair: rows[pair[0]]["excludes"][pair[1]])
+    true, other = min(pairs or permutations(LAWS, 2), key=lambda pair: rows[pair[0]]["excludes"][pair[1]])
     weakest = rows[true]["excludes"][other]
     if weakest < MIN_POWER:
         return False, (f"it cannot tell b = {LAWS[true]:.3g} ({true}) from b = {LAWS[other]:.3g} ({other}): "
