@@ -33,8 +33,12 @@ def run_row(run: SweepRunSpec, summary: dict[str, Any], metrics: pd.DataFrame, w
             "n_facts": int(summary["subset"]["n_docs"]), "recall": float(summary["recall"]), "stored": stored,
             "steps": int(summary["steps"]), "max_steps": int(summary["max_steps"]),
             "stop_rule": summary["stop_rule"], "budget_limited": not stored and summary["stop_rule"] == "budget",
-            "recall_half_budget": float(metrics.loc[metrics["step"] <= summary["max_steps"] / 2, "train_recall"]
-                                        .max(initial=0.0))}
+            "recall_half_budget": _best_recall_within(metrics, summary["max_steps"] / 2)}
+
+
+def _best_recall_within(metrics: pd.DataFrame, steps: float) -> float:
+    early = metrics.loc[metrics["step"] <= steps, "train_recall"]
+    return float(early.max()) if len(early) else 0.0
 
 
 def read_runs(results_dir: Path, exp: str, runs: list[SweepRunSpec]) -> pd.DataFrame:
