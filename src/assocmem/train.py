@@ -382,8 +382,9 @@ class TrainJob:
             if state.step % s.eval_interval == 0 or state.step == s.max_steps:
                 elapsed = time.perf_counter() - clock
                 row = self._log_row(model, state, device, autocast, elapsed, flops_token, peak)
+                recalled = {"recall": f"{row['train_recall']:.3f}"} if "train_recall" in row else {}
                 progress.set_postfix(train=f"{row['train_loss']:.3f}", val=f"{row['val_ce']:.3f}",
-                                     best=f"{min(r['val_ce'] for r in state.metrics):.3f}")
+                                     best=f"{min(r['val_ce'] for r in state.metrics):.3f}", **recalled)
                 if is_main and is_new_best(state.metrics):  # kept beside the checkpoint until the run completes
                     self._save_model(model, BEST_IN_PROGRESS, step=state.step)
                 clock = time.perf_counter()
