@@ -68,7 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--checks", type=Path, required=True, help="the run's results/report/checks.json")
     p.add_argument("--time-log", type=Path, required=True, help="output of `/usr/bin/time -v snakemake ...`")
     p.add_argument("--snakemake-log", type=Path, required=True, help="snakemake's terminal output (stage lines)")
-    p.add_argument("--analysis", type=Path, help="a scaling sweep's results/<exp>/sweep/analysis.json")
+    p.add_argument("--analysis", type=Path, help="a scaling sweep's or memorisation grid's "
+                                                 "results/<exp>/sweep/analysis.json")
     p.add_argument("--commit", required=True)
     p.add_argument("--date", required=True)
     p.add_argument("--command", required=True, help="the command that was timed")

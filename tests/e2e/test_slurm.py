@@ -414,3 +414,29 @@ def test_scaling_sweep_runs_through_the_slurm_profile(cluster, tmp_path):
     assert numbers["cells"] == 4 and numbers["runs"] == 8 and numbers["n_tokens_span"] > 3
     assert checks["scaling"]["verdict"] in {"reproduced", "refuted", "not-testable"}
     assert "Scaling sweep: sweep" in (tmp_path / "results" / "report" / "index.html").read_text()
+
+
+def test_memorisation_grid_runs_through_the_slurm_profile(cluster, tmp_path):
+    """The memorisation grid (config/memorisation_test.yaml cut to 2 sizes x 2 numbers of facts x 2 seeds): every
+    run is its own SLURM job, and the report fits the storage boundary and gives the memorisation row."""
+    import yaml
+
+    memo = yaml.safe_load((REPO / "config" / "memorisation_test.yaml").read_text())
+    exp = memo["experiments"]["memo"]
+    exp["models"] = {name: exp["models"][name] for name in ("m0", "m2")}
+    exp["subsets"]["fractions"] = [1.0, 0.25]
+    memo["results_dir"] = str(tmp_path / "results")
+    config_file = tmp_path / "memo_slurm.yaml"
+    config_file.write_text(yaml.safe_dump(memo))
+    config = ["-s", str(REPO / "Snakefile"), "--configfile", str(config_file)]
+    plan = run_snakemake([*config, "-n", "--cores", "1"], tmp_path / "plan")
+    assert plan.returncode == 0, plan.stderr[-3000:]
+    expected = job_counts(plan.stdout + plan.stderr)
+    assert expected["train"] == 2 * 2 * 2 and expected["generate_facts"] == 1 and "activations" not in expected
+    on_slurm = run_snakemake([*config, *slurm_args(cluster)], tmp_path / "slurm_run", env=cluster.env)
+    assert on_slurm.returncode == 0, on_slurm.stderr[-5000:]
+    assert_ran_as_slurm_jobs(cluster, on_slurm.stderr, expected)
+    analysis = json.loads((tmp_path / "results" / "memo" / "sweep" / "analysis.json").read_text())
+    assert analysis["kind"] == "memorisation" and analysis["n_runs"] == 8
+    checks = {c["id"]: c for c in json.loads((tmp_path / "results" / "report" / "checks.json").read_text())["checks"]}
+    assert checks["memorisation"]["verdict"] in {"reproduced", "refuted", "not-testable"}

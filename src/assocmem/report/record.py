@@ -66,5 +66,24 @@ def record(checks_file: Path, time_log: Path, snakemake_log: Path, *, commit: st
         "numbers": {check["id"]: check["numbers"] for check in checks["checks"]},
     }
     if analysis_file is not None:
-        result["sweep"] = sweep_summary(read_json(analysis_file))
+        analysis = read_json(analysis_file)
+        if analysis.get("kind") == "memorisation":
+            result["memorisation"] = memorisation_summary(analysis)
+        else:
+            result["sweep"] = sweep_summary(analysis)
     return result
+
+
+MEMORISATION_KEYS = ("threshold", "stop_at_recall", "bits_per_fact", "n_runs", "seeds", "n_params", "n_facts",
+                     "n_span", "d_span", "fit", "power", "power_sharp", "power_k", "can_decide", "power_reason",
+                     "tells_every_law_apart", "every_law_reason", "law_verdict", "bits_per_param", "per_d",
+                     "sensitivity", "runs")
+
+
+def memorisation_summary(analysis: dict[str, Any]) -> dict[str, Any]:
+    """What the documentation quotes from a memorisation grid's analysis.json, and the runs to refit it from."""
+    missing = [key for key in MEMORISATION_KEYS if key not in analysis]
+    if missing:
+        raise AssocmemError(f"memorisation analysis.json lacks {', '.join(missing)}: not written by today's sweep "
+                            "stage (or its fit failed); rerun the sweep job")
+    return {key: analysis[key] for key in MEMORISATION_KEYS}
