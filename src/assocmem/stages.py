@@ -198,12 +198,16 @@ def _memorisation(params: dict[str, Any], results_dir: Path, out_dir: Path, runs
     """A memorisation grid (a sweep of facts): the storage boundary N_b(D), its power and bits per parameter."""
     from assocmem.memorisation.analysis import analyse, headline
     from assocmem.memorisation.cells import read_runs
+    from assocmem.memorisation.patterns import grid_patterns
 
     exp, cfg = params["experiment"], params["config"]
     stop_at = cfg["train"]["stop_at_recall"]
     threshold = cfg["sweep"]["recall_threshold"] or stop_at
     information = read_json(layout.path(results_dir, "facts_information", exp=exp))
-    analysis = analyse(read_runs(results_dir, exp, runs), information, threshold, stop_at,
+    outcomes = read_runs(results_dir, exp, runs)
+    by_run = {f"{row['label']}/{row['subset']}": row for row in outcomes.to_dict(orient="records")}
+    patterns = grid_patterns(results_dir, exp, runs, by_run)
+    analysis = analyse(outcomes, information, threshold, stop_at, patterns=patterns,
                        power_sims=cfg["sweep"]["power_sims"], seed=params["seed"], progress=log.info)
     write_json(out_dir / "analysis.json", analysis)
     return headline(analysis)

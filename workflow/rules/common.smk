@@ -406,7 +406,7 @@ def run_files(exp, model, subset):
 
 def sweep_inputs(w):
     """The train artifacts of every run of a sweep (each model x seed x subset); for a memorisation grid (a sweep
-    of facts) also the facts' information content."""
+    of facts) also the first seed's models and the facts' information content."""
     names = ("metrics", "summary", "eval_rows")
     runs = [
         at(name, exp=w.exp, model=model, subset=subset)
@@ -414,8 +414,15 @@ def sweep_inputs(w):
         for subset in subsets_of(w.exp)
         for name in names
     ]
-    facts = [at("facts_information", exp=w.exp)] if kind(w.exp) is FACTS else []
-    return runs + facts
+    if kind(w.exp) is not FACTS:
+        return runs
+    # the first seed's model of every cell: its stored patterns' NN distances against r* (assocmem.memorisation)
+    models = [
+        at("model", exp=w.exp, model=model, subset=subset)
+        for model in EXPS[w.exp]["models"]
+        for subset in subsets_of(w.exp)
+    ]
+    return runs + models + [at("facts_information", exp=w.exp)]
 
 
 def sweep_params(w):

@@ -49,8 +49,23 @@ def sensitivity(runs: pd.DataFrame, threshold: float, stop_at: float) -> list[di
     return rows
 
 
+def pattern_summary(patterns: list[dict[str, Any]], threshold: float) -> dict[str, Any]:
+    """The radius (half the median NN distance of the stored patterns) over r*, among runs that stored their facts
+    and among those that did not."""
+    frame = pd.DataFrame(patterns)
+    if frame.empty:
+        return {"stored_runs": 0, "not_stored_runs": 0}
+    stored = frame["recall"] >= threshold
+    ratio = frame["radius_over_r_star"]
+    return {"stored_runs": int(stored.sum()), "not_stored_runs": int((~stored).sum()),
+            "stored_ratio_median": float(ratio[stored].median()) if stored.any() else None,
+            "stored_ratio_range": [float(ratio[stored].min()), float(ratio[stored].max())] if stored.any() else None,
+            "not_stored_ratio_median": float(ratio[~stored].median()) if (~stored).any() else None}
+
+
 def analyse(runs: pd.DataFrame, information: dict[str, Any], threshold: float, stop_at: float, *,
-            power_sims: int, seed: int, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+            power_sims: int, seed: int, patterns: list[dict[str, Any]] | None = None,
+            progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """The memorisation grid's analyses. ``runs``: one row per run (:func:`assocmem.memorisation.cells.read_runs`),
     ``information``: the facts' information record (bits per fact), ``threshold``: the recall that counts as
     stored (<= ``stop_at``, where training stopped)."""
@@ -63,7 +78,8 @@ def analyse(runs: pd.DataFrame, information: dict[str, Any], threshold: float, s
         "n_params": sorted(int(n) for n in runs["n_params"].unique()),
         "n_facts": sorted(int(d) for d in runs["n_facts"].unique()),
         "runs": runs.to_dict(orient="records"), "grid": grid_table(runs).to_dict(orient="records"),
-        "per_d": per_d.to_dict(orient="records"), "laws": dict(mb.LAWS), "law_labels": dict(mb.LAW_LABELS)}
+        "per_d": per_d.to_dict(orient="records"), "laws": dict(mb.LAWS), "law_labels": dict(mb.LAW_LABELS),
+        "patterns": patterns or [], "pattern_summary": pattern_summary(patterns or [], threshold)}
     n_span = float(runs["n_params"].max() / runs["n_params"].min())
     d_span = float(runs["n_facts"].max() / runs["n_facts"].min())
     result.update(n_span=n_span, d_span=d_span, n_span_covers_d_squared=bool(n_span >= d_span ** 2))
