@@ -1,0 +1,1 @@
+"""Memorisation grids: which model sizes store how many random facts, and how that boundary grows."""
