@@ -48,6 +48,11 @@ def _count(value: float) -> str:
     return f"{value:,.4g}" if value < 1e4 else f"{value:,.0f}"
 
 
+def _n_end(value: float) -> str:
+    """An end of a boundary's interval: 'open' where the profile never crossed (0 or inf)."""
+    return "open" if value <= 0 or value == math.inf else _count(value)
+
+
 def _law_label(name: str, laws: dict[str, float]) -> str:
     return LAW_NAMES.get(name, f"b = {laws[name]:.3g}")
 
@@ -101,7 +106,10 @@ def boundary_plot(analysis: dict[str, Any], out_dir: Path, name: str) -> tuple[P
     n_values = np.asarray(analysis["n_params"], dtype=float)
     d_values = np.asarray(analysis["n_facts"], dtype=float)
     n_min, n_max = float(n_values.min()), float(n_values.max())
-    y_low, y_high = n_min / 4, n_max * 4
+    fit = analysis.get("fit")
+    estimates = [*per_d["n_b"].dropna(), *(fit["n_b"] if fit is not None else [])]
+    estimates = [value for value in estimates if 0 < value < math.inf]
+    y_low, y_high = min([n_min / 4, *(v / 2 for v in estimates)]), max([n_max * 4, *(v * 2 for v in estimates)])
     colours = style.SERIES_COLOURS
     fig, (ax,) = style.panels(1, panel_width=6.5, panel_height=4.3)
     ax.axhspan(n_min, n_max, color="grey", alpha=0.1, label="the grid's N range")
@@ -119,7 +127,6 @@ def boundary_plot(analysis: dict[str, Any], out_dir: Path, name: str) -> tuple[P
         if len(edge):
             ax.scatter(edge["n_facts"], edge["bound"], marker=marker, s=90, facecolor="none", edgecolor=colour,
                        linewidths=1.6, zorder=5, label=text)
-    fit = analysis.get("fit")
     laws = analysis["laws"]
     if fit is not None:
         sizes = np.asarray(fit["sizes"], dtype=float)
@@ -204,7 +211,7 @@ def per_d_table(analysis: dict[str, Any]) -> str:
         censored = row["censoring"] != "inside"
         rows.append([f"{row['n_facts']:,.0f}", row["runs"], row["stored"], row["budget_limited"], row["censoring"],
                      _count(row["n_b"]) if not censored else "-",
-                     f"[{_count(row['n_b_low'])}, {_count(row['n_b_high'])}]" if not censored else "-",
+                     f"[{_n_end(row['n_b_low'])}, {_n_end(row['n_b_high'])}]" if not censored else "-",
                      (("< " if row["censoring"] == "below grid" else "> ") + _count(row["bound"])) if censored else "-",
                      "yes" if row["converged"] else "no"])
     return markdown_table(["D (facts)", "runs", "stored", "budget-limited, not stored", "censoring", "boundary N_b",
