@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from assocmem.io import read_json, write_json
-from assocmem.report import build, claims
+from assocmem.report import build, claims, render
 from assocmem.report.artifacts import Experiment, load_sweep_analysis
 from assocmem.report.claims.memorisation import (
     GRID_COMMAND,
@@ -129,7 +129,8 @@ def test_a_powered_grid_with_b_2_is_reproduced(grids) -> None:
     assert "Robust: the interval rule gives the same verdict under every sensitivity row" in row["evidence"]
     numbers = row["numbers"]
     assert numbers["b_low"] == pytest.approx(analysis["fit"]["b_low"]) and numbers["b_low"] <= 2 <= numbers["b_high"]
-    assert numbers["power_paper.coverage"] >= 0.9 and numbers["n_runs"] == 192 and numbers["seeds"] == 4
+    assert numbers["power_paper.coverage"] >= 0.9 and numbers["power_allenzhu.excludes_paper"] >= 0.8
+    assert numbers["power_paper.excludes_paper"] is None and numbers["n_runs"] == 192 and numbers["seeds"] == 4
     assert numbers["bits_per_param"] == pytest.approx(analysis["bits_per_param"]["value"])
     assert row["limits"] and row["how"] == "data" and len(row["quote"]) == 2
 
@@ -254,6 +255,12 @@ def test_the_section_renders_with_its_figures(grids, name, tmp_path) -> None:
         assert "The design can carry a verdict" in text and "Allen-Zhu & Li's about 2 bits" in text
         assert "interval rule's verdict" in text and "recall ≥ 0.8 counts as stored" in text
         assert "dash-dot vermillion line: the paper's 2" in section.figures[1][1]
+        checks = [memorisation(analysis)]
+        pages = [section, *build.theory_sections(checks, tmp_path)]
+        markdown = render.render_markdown("report", checks, pages, tmp_path)
+        page = render.render_html("report", checks, pages)
+        assert "memorisation_boundary_memorisation.png" in markdown and "Memorisation grid: memorisation" in page
+        assert "Memorisation (Sec. 5)" in page and "power paper" in markdown.lower()
     if name == "censored":
         assert "| 128 | 24 | 24 | 0 | below grid | - | - | < 780 |" in text
         assert "The design cannot carry a verdict" in text

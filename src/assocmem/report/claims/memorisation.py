@@ -172,11 +172,13 @@ def _numbers(analysis: dict[str, Any]) -> dict[str, Any]:
                     "d_ref": fit["d_ref"], "bits_per_param": bits["value"], "bits_per_param_low": bits["low"],
                     "bits_per_param_high": bits["high"], "can_decide": analysis["can_decide"],
                     "power_sims": analysis["power"]["n_sim"]})
+    tag = {name: name.replace("_", "") for name in analysis["laws"]}  # 'power_allenzhu.coverage'
     for row in analysis["power"]["by_b"]:
-        key = f"power_{row['law']}" if row.get("law") else f"power_b{row['b']:.3g}"
+        key = f"power_{tag[row['law']]}" if row.get("law") in tag else f"power_b{row['b']:.3g}"
         numbers.update({f"{key}.coverage": row["coverage"], f"{key}.mean_b": row["mean_b"],
                         f"{key}.median_width": row["median_width"],
-                        **{f"{key}.excludes_{name}": share for name, share in row["excludes"].items()}})
+                        **{f"{key}.excludes_{tag[name]}": row["excludes"].get(name, math.nan)
+                           for name in analysis["laws"]}})  # the true law's own column is empty
     return numbers
 
 
