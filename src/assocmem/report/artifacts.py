@@ -88,6 +88,7 @@ class Experiment:
     compare: dict[str, Any] | None = None
     runs: list[Run] = field(default_factory=list)
     sweep: dict[str, Any] | None = None  # a scaling sweep's analysis (the sweep stage's, assocmem.sweep.analysis)
+    memorisation: dict[str, Any] | None = None  # a memorisation grid's analysis (assocmem.memorisation.analysis)
 
     @property
     def trained_runs(self) -> list[Run]:
@@ -132,6 +133,16 @@ def check_run_tables(run: Run, exp_cfg: dict[str, Any], at: Callable[[str], Path
         check_train_tables(run.metrics, run.eval_rows, run.summary, eval_interval, at)
 
 
+def load_sweep_analysis(experiment: Experiment, analysis: dict[str, Any]) -> None:
+    """Keep the sweep stage's analysis.json on ``experiment``: a memorisation grid's (``"kind": "memorisation"``,
+    :mod:`assocmem.memorisation.analysis`, plain JSON) as ``memorisation``, a scaling sweep's as ``sweep`` (through
+    :func:`assocmem.sweep.analysis.from_json`), so the scaling sweep's readers never see a memorisation grid."""
+    if analysis.get("kind") == "memorisation":
+        experiment.memorisation = analysis
+    else:
+        experiment.sweep = from_json(analysis)
+
+
 def load_experiments(results_dir: Path, config: dict[str, Any]) -> list[Experiment]:
     results = Path(results_dir)
     experiments = []
@@ -147,7 +158,7 @@ def load_experiments(results_dir: Path, config: dict[str, Any]) -> list[Experime
             experiment.compare = read_json(layout.path(results, "compare", exp=name))
         fractions = exp_cfg["subsets"]["fractions"]
         if exp_cfg.get("sweep") is not None:
-            experiment.sweep = from_json(read_json(layout.path(results, "sweep_analysis", exp=name)))
+            load_sweep_analysis(experiment, read_json(layout.path(results, "sweep_analysis", exp=name)))
             experiments.append(experiment)
             continue
         evaluated = set(evaluated_runs(exp_cfg))

@@ -21,6 +21,7 @@ from assocmem.report.artifacts import Experiment, Run
 from assocmem.report.columns import human_label
 from assocmem.report.evidence import Evidence
 from assocmem.report.header import config_files_of_the_run, run_header
+from assocmem.report.memorisation import memorisation_section
 from assocmem.report.render import (
     CE_UNIT,
     Section,
@@ -301,22 +302,27 @@ def verdicts_csv(checks: list[dict[str, Any]]) -> str:
     return out.getvalue()
 
 
+def experiment_sections(exp: Experiment, evidence: Evidence, fig_dir: Path) -> list[Section]:
+    """The data section of ``exp``, then: a memorisation grid's section, a scaling sweep's, or the training and
+    neighbour sections of its runs."""
+    sections = [data_section(exp)]
+    if exp.name in evidence.memorisation_grids:
+        return sections + [memorisation_section(exp, evidence.memorisation_grids[exp.name], exp.manifest, fig_dir)]
+    if exp.name in evidence.sweeps:
+        floor = exp.floor["train"]["floor_nats_per_token"] if exp.floor else None
+        return sections + [sweep_section(exp, evidence.sweeps[exp.name], floor, fig_dir)]
+    if exp.trained_runs:
+        sections.append(training_section(exp, fig_dir, lambda run: evidence.status(run).status))
+    return sections + [neighbour_section(exp, fig_dir)]
+
+
 def build_report(params: dict[str, Any], results_dir: Path, out_dir: Path) -> list[dict[str, Any]]:
     config, report_cfg = params["config"], params["report"]
     fig_dir = out_dir / "figures"
     fig_dir.mkdir(parents=True, exist_ok=True)
     evidence = Evidence.load(results_dir, config, report_cfg, fig_dir)
     checks = [claim.row(evidence) for claim in claims.all_claims()]
-    sections: list[Section] = []
-    for exp in evidence.experiments:
-        sections.append(data_section(exp))
-        if exp.name in evidence.sweeps:
-            floor = exp.floor["train"]["floor_nats_per_token"] if exp.floor else None
-            sections.append(sweep_section(exp, evidence.sweeps[exp.name], floor, fig_dir))
-            continue
-        if exp.trained_runs:
-            sections.append(training_section(exp, fig_dir, lambda run: evidence.status(run).status))
-        sections.append(neighbour_section(exp, fig_dir))
+    sections = [section for exp in evidence.experiments for section in experiment_sections(exp, evidence, fig_dir)]
     sections += theory_sections(checks, fig_dir)
     # the workflow lists the current jobs' benchmark names (report.smk); a report built outside it lists none
     sections.append(provenance_section(config, evidence.experiments, Path(results_dir), params.get("benchmarks", [])))

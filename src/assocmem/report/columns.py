@@ -83,6 +83,18 @@ HEADERS: dict[str, str] = {
     "runs_stopped_early": "runs stopped early",
     "d_star": "$D^*$",
     "n_over_dstar_sq": "$N/D^{*2}$",
+    # memorisation grid
+    "n_span": "span of $N$",
+    "d_span": "span of $D$",
+    "d_span_squared": "span of $D$, squared",
+    "n_span_covers_d_squared": "span of $N$ covers span of $D$ squared",
+    "b_low": "$b$, 95% CI low",
+    "b_high": "$b$, 95% CI high",
+    "k": "sharpness $k$",
+    "d_ref": r"$D_{\mathrm{ref}}$ (facts)",
+    "bits_per_param": r"bits per parameter at $D_{\mathrm{ref}}$",
+    "bits_per_param_low": "bits per parameter, 95% CI low",
+    "bits_per_param_high": "bits per parameter, 95% CI high",
 }
 
 WORDS: dict[str, str] = {
@@ -92,7 +104,7 @@ WORDS: dict[str, str] = {
     "arxiv": "arXiv", "loglog": "log-log", "dof": "dof", "csv": "CSV", "mb": "MB", "emb": "embedding", "ff": "FF",
     "params": "parameters", "table2": "Table 2", "tol": "tolerance", "sims": "simulations", "wald": "Wald",
     "kaplan": "Kaplan", "hoffmann": "Hoffmann", "no": "without", "lo": "low", "hi": "high", "sq": "squared",
-    "dstar": "$D^*$",
+    "dstar": "$D^*$", "allenzhu": "Allen-Zhu & Li",
 }
 
 IDENTIFIER = re.compile(r"^[A-Za-z0-9_]*_[A-Za-z0-9_]*$")

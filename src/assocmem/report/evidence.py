@@ -1,6 +1,6 @@
 """What the claims rest on: the artifacts of one run of the pipeline, loaded once, with each run's convergence
-status and each scaling sweep's analysis. Claims read from here (``Claim.evaluate``); nothing here trains a
-model or searches neighbours: those numbers are artifacts of the stages that own them.
+status, each scaling sweep's analysis and each memorisation grid's. Claims read from here (``Claim.evaluate``);
+nothing here trains a model or searches neighbours: those numbers are artifacts of the stages that own them.
 """
 
 from __future__ import annotations
@@ -55,8 +55,15 @@ class Evidence:
 
     @property
     def sweeps(self) -> dict[str, dict[str, Any]]:
-        """The scaling-sweep analyses (the sweep stage's, assocmem.sweep.analysis) by experiment."""
+        """The scaling-sweep analyses (the sweep stage's, assocmem.sweep.analysis) by experiment; never a
+        memorisation grid's (:attr:`memorisation_grids`)."""
         return {exp.name: exp.sweep for exp in self.experiments if exp.sweep is not None}
+
+    @property
+    def memorisation_grids(self) -> dict[str, dict[str, Any]]:
+        """The memorisation grids' analyses (the sweep stage's on facts, assocmem.memorisation.analysis) by
+        experiment."""
+        return {exp.name: exp.memorisation for exp in self.experiments if exp.memorisation is not None}
 
     @cached_property
     def statuses(self) -> dict[str, convergence.Convergence]:

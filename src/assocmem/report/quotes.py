@@ -229,6 +229,16 @@ SCALING = (
           r"similar training loss and validation loss compared to the setting with 9B tokens."),
 )
 
+MEMORISATION = (
+    SCALING[0],
+    Quote("§3.1, Assumption 1",
+          r"Assumption 1 [...] After saturation, the model memorizes the training samples [...] \mathcal{D} [...] as "
+          r"patterns [...] \{\rho^{1},\rho^{2},\ldots,\rho^{d}\}, [...] where [...] \rho^{i}\in\mathbb{R}^{n} "
+          r"[...] for [...] i=1,2,\ldots,d.",
+          r"Assumption 1 After saturation, the model memorizes the training samples \mathcal{D} as patterns $\{\rho^1, "
+          r"\rho^2, \dots, \rho^d\}$, where $\rho^i \in \mathbb{R}^n$ for $i = 1, 2, \dots, d$."),
+)
+
 LOSS_FLOOR = (
     Quote("Abstract",
           r"Under specific conditions, we show that the minimum achievable cross-entropy loss is bounded from below "

@@ -8,7 +8,8 @@ import importlib
 import pytest
 from helpers import receipt_problems
 
-CLAIM_MODULES = ("base", "energy", "partition", "literature", "loss", "radius", "scaling")  # base: Untestable
+# base: Untestable
+CLAIM_MODULES = ("base", "energy", "partition", "literature", "loss", "radius", "scaling", "memorisation")
 
 
 @pytest.fixture(autouse=True)

@@ -300,7 +300,7 @@ _NO_FLOOR_LIMITS = ("Only Question-Formation data has an exact entropy floor in 
                     "corpora have none, so these claims need a Question-Formation experiment (or another "
                     "dataset with a computable entropy).")
 NO_FLOOR = Untestable("nothing: no exact floor available",
-                      "No experiment with an exact entropy floor (only question_formation data has one).",
+                      "No experiment with an exact entropy floor (only Question-Formation data has one).",
                       _NO_FLOOR_LIMITS, {"experiments_with_floor": 0},
                       ours_tex=r"Not testable without an entropy floor.")
 SWEEP_ONLY = Untestable(

@@ -1,0 +1,268 @@
+"""The memorisation grid in the report: its loading beside the scaling sweep, its section and figures, and the
+memorisation claim's verdict rule on every branch (no grid, no fit, unpowered, span too small, refuted, reproduced,
+ambiguous)."""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from assocmem.io import read_json, write_json
+from assocmem.report import build, claims, render
+from assocmem.report.artifacts import Experiment, load_sweep_analysis
+from assocmem.report.claims.memorisation import (
+    GRID_COMMAND,
+    in_words,
+    interval_verdict,
+    memorisation,
+    memorisation_verdict,
+)
+from assocmem.report.evidence import Evidence
+from assocmem.report.memorisation import memorisation_section
+
+LAWS = {"allen_zhu": 1.0, "kaplan": 1 / 0.74, "paper": 2.0}
+D_VALUES = (128, 256, 512, 1024)  # 8x in D
+N_SMALL = (780, 1232, 2424, 4000, 7280, 15528, 26848, 58704)  # 75x in N: config/memorisation.yaml's sizes
+N_DENSE = tuple(np.geomspace(400, 40_000, 12).round())  # 100x in N, 12 sizes
+INFORMATION = {"settings": {"key_length": 4, "key_vocab": 16},
+               "keys": {"space": 65536, "min_distance_requested": 2, "min_distance_train": 2},
+               "information": {"bits_per_fact": 8.0}}
+
+
+def simulate_runs(b: float, n_values: tuple[float, ...], seeds: int, k: float, *, offset: float = 0.0,
+                  seed: int = 0) -> pd.DataFrame:
+    """A grid's runs (the columns of assocmem.memorisation.cells.read_runs) drawn from the logistic boundary model:
+    P(stored) = expit(k (log N - log N_b(D))), N_b(D) ∝ D^b, its boundary at the geometric middle of the D grid
+    ``offset`` (natural log) above the middle of the N grid. A run that did not store ran into its budget on even
+    model indices (so both kinds of "not stored" occur)."""
+    rng = np.random.default_rng(seed)
+    log_n_mid, log_d_ref = np.mean(np.log(n_values)), np.mean(np.log(D_VALUES))
+    rows = []
+    for m, n in enumerate(n_values):
+        for d in D_VALUES:
+            for s in range(seeds):
+                logit = k * (np.log(n) - log_n_mid - offset - b * (np.log(d) - log_d_ref))
+                stored = bool(rng.random() < 1 / (1 + np.exp(-logit)))
+                recall = 0.97 if stored else float(rng.uniform(0.2, 0.85))
+                budget = not stored and m % 2 == 0
+                rows.append({"model": f"M{m}", "seed": s, "label": f"M{m}", "subset": f"pct{100 * d / 1024:g}",
+                             "fraction": d / 1024, "n_params": int(n), "n_facts": d, "recall": recall,
+                             "stored": stored, "steps": 2000, "max_steps": 8000,
+                             "stop_rule": "budget" if budget else "recall", "budget_limited": budget,
+                             "recall_half_budget": recall - 0.05})
+    return pd.DataFrame(rows)
+
+
+GRIDS = {  # name: (b, N values, seeds, k, offset, seed); powered: 12 N x 4 D x 4 seeds at k = 6 (analyse says so)
+    "b2": (2.0, N_DENSE, 4, 6.0, 0.0, 1),
+    "b2_missed": (2.0, N_DENSE, 4, 6.0, 0.0, 0),  # one of the 5% of grids whose interval misses the true b
+    "b1": (1.0, N_DENSE, 4, 6.0, 0.0, 0),
+    "unpowered": (1.0, N_SMALL, 3, 3.0, 0.0, 0),  # config/memorisation.yaml's grid, blurred: 1 and 1.35 look alike
+    "censored": (2.0, N_SMALL, 3, 6.0, -1.5, 0),  # the boundary low: every run at the smallest D stores
+    "unfitted": (2.0, N_SMALL, 2, 6.0, -20.0, 0),  # every run stores: no boundary inside the grid
+}
+
+
+@pytest.fixture(scope="module")
+def grids(tmp_path_factory) -> dict[str, dict]:
+    """Each grid's analysis.json as the sweep stage writes and the report reads it (analyse, then JSON)."""
+    from assocmem.memorisation.analysis import analyse
+
+    out = tmp_path_factory.mktemp("memorisation")
+    analyses = {}
+    for name, (b, n_values, seeds, k, offset, seed) in GRIDS.items():
+        runs = simulate_runs(b, n_values, seeds, k, offset=offset, seed=seed)
+        write_json(out / f"{name}.json", analyse(runs, INFORMATION, 0.9, 0.95, power_sims=20, seed=0))
+        analyses[name] = read_json(out / f"{name}.json")
+    return analyses
+
+
+def with_interval(analysis: dict, low: float, high: float) -> dict:
+    """The analysis with another 95% interval for b (and the law verdict that goes with it)."""
+    changed = copy.deepcopy(analysis)
+    changed["fit"].update(b_low=low, b_high=high)
+    laws = changed["law_verdict"]["laws"]
+    for law in laws.values():
+        law["included"] = bool(low <= law["b"] <= high)
+    changed["law_verdict"].update(interval=[low, high], supported=[n for n in laws if laws[n]["included"]],
+                                  excluded=[n for n in laws if not laws[n]["included"]])
+    changed["sensitivity"][0].update(low=low, high=high)
+    return changed
+
+
+def _facts_experiment(analysis: dict | None = None) -> Experiment:
+    config = {"dataset": {"name": "facts"}, "train": {"max_epochs": 1000, "max_steps": 20000},
+              "subsets": {"fractions": [1.0, 0.5]}, "sweep": {"seeds": 3}}
+    return Experiment(name="memorisation", config=config, token_meta={}, source={}, manifest=INFORMATION,
+                      memorisation=analysis)
+
+
+def _evidence(*experiments: Experiment, tmp_path=None) -> Evidence:
+    return Evidence(list(experiments), {"synthetic_seed": 0}, tmp_path)
+
+
+
+# ---------------------------------------------------------------- the verdict rule
+
+
+def test_the_interval_rule() -> None:
+    assert interval_verdict(0.8, 1.2, LAWS)[0] == "refuted"
+    assert interval_verdict(2.1, 3.0, LAWS)[0] == "refuted"
+    assert interval_verdict(1.6, 2.4, LAWS)[0] == "reproduced"
+    assert interval_verdict(1.2, 2.4, LAWS)[0] == "not-testable"  # includes 1.35 too
+    assert interval_verdict(0.9, 2.4, LAWS)[0] == "not-testable"
+    assert interval_verdict(1.5, math.inf, LAWS)[0] == "reproduced"  # an open upper end
+    assert interval_verdict(np.nan, np.nan, LAWS)[0] == "not-testable"
+
+
+def test_a_powered_grid_with_b_2_is_reproduced(grids) -> None:
+    analysis = grids["b2"]
+    assert analysis["can_decide"] and analysis["n_span_covers_d_squared"]
+    row = memorisation(analysis)
+    assert row["verdict"] == "reproduced", row["evidence"]
+    assert "Laws inside the interval: the paper's 2; excluded: Allen-Zhu & Li's 1, Kaplan et al.'s 1.35" \
+        in row["evidence"]
+    assert "Robust: the interval rule gives the same verdict under every sensitivity row" in row["evidence"]
+    numbers = row["numbers"]
+    assert numbers["b_low"] == pytest.approx(analysis["fit"]["b_low"]) and numbers["b_low"] <= 2 <= numbers["b_high"]
+    assert numbers["power_paper.coverage"] >= 0.9 and numbers["power_allenzhu.excludes_paper"] >= 0.8
+    assert numbers["power_paper.excludes_paper"] is None and numbers["n_runs"] == 192 and numbers["seeds"] == 4
+    assert numbers["bits_per_param"] == pytest.approx(analysis["bits_per_param"]["value"])
+    assert row["limits"] and row["how"] == "data" and len(row["quote"]) == 2
+
+
+def test_a_powered_grid_with_b_1_is_refuted(grids) -> None:
+    row = memorisation(grids["b1"])
+    assert row["verdict"] == "refuted" and "lies below the paper's 2" in row["evidence"]
+    assert "Laws inside the interval: Allen-Zhu & Li's 1;" in row["evidence"]
+    assert "bits per parameter" in row["evidence"] and "Allen-Zhu & Li's about 2 bits" in row["evidence"]
+
+
+def test_a_verdict_that_changes_under_a_sensitivity_row_is_called_fragile(grids) -> None:
+    """Simulated with b = 2, this grid's interval misses 2 (as 5% of them do): refuted, but not without its
+    smallest D, and the evidence says so."""
+    row = memorisation(grids["b2_missed"])
+    assert row["verdict"] == "refuted" and "lies above the paper's 2" in row["evidence"]
+    assert "Fragile: the interval rule gives another verdict under without the smallest D: reproduced" \
+        in row["evidence"]
+
+
+def test_an_interval_holding_2_and_another_law_is_not_testable(grids) -> None:
+    row = memorisation(with_interval(grids["b2"], 1.2, 2.4))
+    assert row["verdict"] == "not-testable" and "also Kaplan et al.'s 1.35" in row["evidence"]
+
+
+def test_power_comes_first(grids) -> None:
+    """An interval that excludes 2 counts for nothing on a design whose simulated grids cannot tell the laws
+    apart."""
+    analysis = grids["unpowered"]
+    assert not analysis["can_decide"] and analysis["fit"]["b_high"] < 2  # the interval alone would refute
+    row = memorisation(analysis)
+    assert row["verdict"] == "not-testable" and "power first" in row["evidence"]
+    assert "(Allen-Zhu & Li's 1)" in row["evidence"] and "allen_zhu" not in row["evidence"]
+
+
+def test_an_n_span_below_the_d_span_squared_is_not_testable(grids) -> None:
+    narrow = copy.deepcopy(grids["b1"])  # as if the grid's N spanned 40x only (power aside)
+    narrow.update(n_span=40.0, n_span_covers_d_squared=False)
+    row = memorisation(narrow)
+    assert row["verdict"] == "not-testable" and "smaller than the square of its $D$ span" in row["evidence"]
+
+
+def test_no_fit_and_no_grid_are_not_testable(grids) -> None:
+    unfitted = memorisation(grids["unfitted"])
+    assert unfitted["verdict"] == "not-testable" and "every run stored its facts" in unfitted["evidence"]
+    assert "b" not in unfitted["numbers"] and unfitted["numbers"]["n_runs"] == 64
+    row = claims.get("memorisation").row(_evidence())
+    assert row["verdict"] == "not-testable" and GRID_COMMAND in row["evidence"]
+    assert "--configfile config/memorisation.yaml" in GRID_COMMAND
+
+
+def test_messages_become_report_words() -> None:
+    text = in_words("it cannot tell b = 1 (allen_zhu) from b = 2 (paper); coverage >= 90%; n_params bad", LAWS)
+    assert "(Allen-Zhu & Li's 1)" in text and "(the paper's 2)" in text and "≥ 90%" in text
+    assert "`n_params`" in text
+    assert in_words("the paper says", LAWS) == "the paper says"
+    assert memorisation_verdict({"fit": None, "reason": "too few runs"}) == (
+        "not-testable", "no storage boundary fit: too few runs")
+
+
+# ---------------------------------------------------------------- loading and routing
+
+
+def test_loading_keeps_a_memorisation_grid_out_of_the_scaling_sweeps(grids) -> None:
+    exp = _facts_experiment()
+    load_sweep_analysis(exp, grids["b2"])
+    assert exp.memorisation is not None and exp.sweep is None
+    evidence = _evidence(exp)
+    assert evidence.sweeps == {} and set(evidence.memorisation_grids) == {"memorisation"}
+    assert evidence.with_floor() == []
+    # the scaling and loss-floor claims see no scaling sweep and no floor: not testable, without a crash
+    for claim_id in ("scaling", "loss_floor", "overfit"):
+        assert claims.get(claim_id).row(evidence)["verdict"] == "not-testable"
+    assert claims.get("memorisation").row(evidence)["verdict"] == "reproduced"
+
+
+def test_claim_order_puts_memorisation_right_after_scaling() -> None:
+    ids = [claim.id for claim in claims.all_claims()]
+    assert ids[ids.index("scaling") + 1] == "memorisation"
+
+
+def test_build_routes_each_experiment_to_its_own_section(grids, monkeypatch, tmp_path) -> None:
+    calls: list[str] = []
+    monkeypatch.setattr(build, "data_section", lambda exp: build.Section(f"data {exp.name}"))
+    monkeypatch.setattr(build, "memorisation_section",
+                        lambda exp, analysis, information, fig_dir: calls.append(f"memorisation {exp.name}")
+                        or build.Section("memorisation"))
+    monkeypatch.setattr(build, "sweep_section",
+                        lambda exp, analysis, floor, fig_dir: calls.append(f"sweep {exp.name}") or build.Section("s"))
+    monkeypatch.setattr(build, "training_section", lambda *a: calls.append("training") or build.Section("t"))
+    monkeypatch.setattr(build, "neighbour_section", lambda *a: calls.append("neighbours") or build.Section("n"))
+    facts = _facts_experiment(grids["b2"])
+    scaling = Experiment(name="scaling", config={"dataset": {"name": "question_formation"}}, token_meta={},
+                         source={}, sweep={"n_cells": 24})
+    evidence = _evidence(facts, scaling, tmp_path=tmp_path)
+    titles = [section.title for section in build.experiment_sections(facts, evidence, tmp_path)]
+    assert titles == ["data memorisation", "memorisation"]
+    build.experiment_sections(scaling, evidence, tmp_path)
+    assert calls == ["memorisation memorisation", "sweep scaling"]  # no training or neighbour sections
+
+
+# ---------------------------------------------------------------- the section
+
+
+@pytest.mark.parametrize("name", ["b2", "censored", "unfitted"])
+def test_the_section_renders_with_its_figures(grids, name, tmp_path) -> None:
+    analysis = grids[name]
+    exp = _facts_experiment(analysis)
+    section = memorisation_section(exp, analysis, exp.manifest, tmp_path)
+    text = "\n".join(section.paragraphs + section.tables)
+    assert section.title == "Memorisation grid: memorisation" and section.details
+    assert "8 bits per fact" in text and "at least 2 symbols apart" in text and "1,000 exposures" in text
+    assert "the square of the D span (64×)" in text and "| parameters N | D = 128 | D = 256 |" in text
+    assert "**Verdict (the memorisation claim's rule).** " + memorisation_verdict(analysis)[0] in text
+    assert [png.name for png, _ in section.figures] == ["memorisation_grid_memorisation.png",
+                                                        "memorisation_boundary_memorisation.png"]
+    for png, caption in section.figures:
+        assert png.stat().st_size > 1000 and png.with_suffix(".pdf").exists() and caption
+    if name == "b2":
+        assert f"b = {analysis['fit']['b']:.3f}, 95% interval [" in text
+        assert "true b" in text and "share excluding the paper's 2" in text
+        assert "The design can carry a verdict" in text and "Allen-Zhu & Li's about 2 bits" in text
+        assert "interval rule's verdict" in text and "recall ≥ 0.8 counts as stored" in text
+        assert "dash-dot vermillion line: the paper's 2" in section.figures[1][1]
+        checks = [memorisation(analysis)]
+        pages = [section, *build.theory_sections(checks, tmp_path)]
+        markdown = render.render_markdown("report", checks, pages, tmp_path)
+        page = render.render_html("report", checks, pages)
+        assert "memorisation_boundary_memorisation.png" in markdown and "Memorisation grid: memorisation" in page
+        assert "Memorisation (Sec. 5)" in page and "power paper" in markdown.lower()
+    if name == "censored":
+        assert "| 128 | 24 | 24 | 0 | below grid | - | - | < 780 |" in text
+        assert "The design cannot carry a verdict" in text
+    if name == "unfitted":
+        assert "Not fitted: storage boundary: every run stored" in text and "No joint fit" in section.figures[1][1]
