@@ -154,8 +154,13 @@ def _bits_sentence(analysis: dict[str, Any]) -> str:
 
 def _laws_sentence(analysis: dict[str, Any]) -> str:
     verdict, laws = analysis["law_verdict"], analysis["laws"]
-    return (f"Laws inside the interval: {listing([law_name(n, laws) for n in verdict['supported']], 'none')}; "
-            f"excluded: {listing([law_name(n, laws) for n in verdict['excluded']], 'none')}.")
+    sentence = (f"Laws inside the interval: {listing([law_name(n, laws) for n in verdict['supported']], 'none')}; "
+                f"excluded: {listing([law_name(n, laws) for n in verdict['excluded']], 'none')}.")
+    if not analysis.get("tells_every_law_apart", True):
+        sentence += (" The verdict on the paper needs only its 2 told from 1 and from 1.35; this design cannot also "
+                     f"tell 1 from 1.35 ({in_words(analysis['every_law_reason'], laws)}), so which of those two the "
+                     "interval keeps is no finding.")
+    return sentence
 
 
 def _numbers(analysis: dict[str, Any]) -> dict[str, Any]:
