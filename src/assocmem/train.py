@@ -39,9 +39,9 @@ from assocmem.progress import bar
 from assocmem.provenance import check_provenance, stamp
 from assocmem.runtime import resolve_device
 from assocmem.runtime.distributed import all_reduce_sum, dist_rank_world, finish_distributed, init_distributed, wrap_ddp
+from assocmem.stopping import IGNORE, early_stop_reached, is_new_best, recall, recall_reached
 from assocmem.tokenstore import TokenStore, data_fingerprint
 
-IGNORE = -100
 # The weights at the lowest validation CE so far. Not a workflow output until the run completes, so it survives the
 # deletion of a killed job's outputs, like checkpoint.pt, and a resumed run ends with the same best.pt.
 BEST_IN_PROGRESS = "best.inprogress.pt"
@@ -189,32 +189,12 @@ def evaluate(model: torch.nn.Module, batches: list[Batch], device: torch.device,
     return total / max(count, 1)
 
 
-@torch.no_grad()
-def recall(model: torch.nn.Module, batches: list[Batch], device: torch.device, autocast: Any) -> float:
-    """Share of the sequences whose every scored target is the model's most likely next token (teacher-forced; for a
-    fact: its whole value recalled from its key, exactly what greedy decoding would produce)."""
-    was_training = model.training
-    model.eval()
-    exact, total = 0, 0
-    for inputs, targets in batches:
-        with autocast():
-            predicted = model(inputs.to(device)).argmax(dim=-1).cpu()
-        exact += int(((predicted == targets) | (targets == IGNORE)).all(dim=1).sum())
-        total += int(targets.shape[0])
-    model.train(was_training)
-    return exact / max(total, 1)
-
-
 def step_budget(settings: TrainSettings, n_sequences: int) -> int:
     """The run's step budget: ``max_steps``, or fewer where ``max_epochs`` passes over the training sequences end
     sooner (so every fact of a memorisation grid gets the same number of exposures, whatever D)."""
     if settings.max_epochs is None:
         return settings.max_steps
     return max(1, min(settings.max_steps, math.ceil(settings.max_epochs * n_sequences / settings.batch_size)))
-
-
-def recall_reached(metrics: list[dict[str, float]], threshold: float | None) -> bool:
-    return threshold is not None and bool(metrics) and metrics[-1].get("train_recall", 0.0) >= threshold
 
 
 @dataclass
@@ -260,22 +240,6 @@ def load_checkpoint(path: Path, model: torch.nn.Module, optimizer: torch.optim.O
     return RunState(int(payload["step"]), pd.DataFrame(payload["metrics"]).to_dict(orient="records"),
                     float(payload["running_loss"]), int(payload["running_tokens"]),
                     pd.DataFrame(payload["timing"]).to_dict(orient="records"), payload.get("gemm"))
-
-
-def is_new_best(metrics: list[dict[str, float]]) -> bool:
-    """True when the last evaluation's validation CE is lower than every earlier one (the first minimum wins)."""
-    values = [row["val_ce"] for row in metrics]
-    return bool(values) and all(values[-1] < earlier for earlier in values[:-1])
-
-
-def early_stop_reached(metrics: list[dict[str, float]], patience: int | None, min_delta: float) -> bool:
-    """True when validation CE has not improved on its best by more than ``min_delta`` for ``patience``
-    consecutive evaluations (None: never stop early)."""
-    if patience is None or len(metrics) <= patience:
-        return False
-    values = [row["val_ce"] for row in metrics]
-    best_before = min(values[:-patience])
-    return min(values[-patience:]) > best_before - min_delta
 
 
 @dataclass
