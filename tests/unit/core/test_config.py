@@ -28,7 +28,7 @@ def minimal() -> dict:
 
 def test_shipped_configs_validate():
     for name in ("config.yaml", "test.yaml", "paper.yaml", "scaling.yaml", "sweep_test.yaml", "facts_test.yaml",
-                 "memorisation.yaml", "memorisation_test.yaml"):
+                 "memorisation.yaml", "memorisation_test.yaml", "memorisation_gpu.yaml"):
         cfg = load_config(ROOT / "config" / name)
         assert cfg["experiments"]
 
@@ -177,3 +177,15 @@ def test_the_memorisation_configs_validate_with_their_stated_design():
     d = [facts["count"] * fraction for fraction in exp["subsets"]["fractions"]]
     assert max(n) / min(n) >= (max(d) / min(d)) ** 2
     assert (min(n), max(n)) == (798, 58848)  # as the config's comments state
+
+
+def test_the_gpu_memorisation_grid_covers_the_square_of_its_d_range():
+    from assocmem.facts.tokenize import vocabulary
+    from assocmem.model import DecoderLM, ModelConfig
+
+    exp = load_config(ROOT / "config" / "memorisation_gpu.yaml")["experiments"]["memorisation_gpu"]
+    facts = exp["dataset"]["facts"]
+    vocab = len(vocabulary(facts["key_vocab"], facts["value_vocab"]))
+    n = [DecoderLM(ModelConfig.from_dict(spec, vocab_size=vocab)).num_parameters() for spec in exp["models"].values()]
+    d = [facts["count"] * fraction for fraction in exp["subsets"]["fractions"]]
+    assert max(n) / min(n) >= (max(d) / min(d)) ** 2 and exp["sweep"]["seeds"] >= 3
