@@ -38,6 +38,9 @@ from assocmem.report.evidence import Evidence
 GRID_COMMAND = "`snakemake --cores all --configfile config/memorisation.yaml`"
 PAPER_LAW = "paper"
 ALLEN_ZHU_BITS_PER_PARAM = 2.0  # Allen-Zhu & Li (2024): about 2 bits of knowledge per parameter
+# the exponents and the capacity every memorisation row is read against (a row without a grid still states them)
+LAW_NUMBERS = {"b_paper": 2.0, "b_kaplan": 1 / 0.74, "b_allen_zhu": 1.0,
+               "allen_zhu_bits_per_param": ALLEN_ZHU_BITS_PER_PARAM}
 LAW_NAMES = {"paper": "the paper's 2", "kaplan": "Kaplan et al.'s 1.35", "allen_zhu": "Allen-Zhu & Li's 1"}
 LAW_TEX = {"paper": "2", "kaplan": "1.35", "allen_zhu": "1"}
 
@@ -168,7 +171,7 @@ def _numbers(analysis: dict[str, Any]) -> dict[str, Any]:
         "n_runs": analysis["n_runs"], "seeds": analysis["seeds"], "n_span": analysis["n_span"],
         "d_span": analysis["d_span"], "d_span_squared": analysis["d_span"] ** 2,
         "n_span_covers_d_squared": analysis["n_span_covers_d_squared"], "threshold": analysis["threshold"],
-        "stop_at_recall": analysis["stop_at_recall"], "bits_per_fact": analysis["bits_per_fact"]}
+        "stop_at_recall": analysis["stop_at_recall"], "bits_per_fact": analysis["bits_per_fact"], **LAW_NUMBERS}
     fit = analysis.get("fit")
     if fit is None:
         return numbers
@@ -203,7 +206,7 @@ NO_GRID = Untestable(
     "numbers of random facts × seeds, each trained until it recalls its facts): " + GRID_COMMAND + ".",
     "Needs a memorisation grid whose $N$ span covers the square of its $D$ span and whose power simulation shows "
     "it can tell $b=1$, 1.35 and 2 apart.",
-    {"memorisation_grids": 0})
+    {"memorisation_grids": 0, **LAW_NUMBERS})
 
 
 def memorisation(analysis: dict[str, Any]) -> dict[str, Any]:
