@@ -28,15 +28,15 @@ def test_tiny_memorisation_grid_end_to_end(tmp_path):
     snakemake(tmp_path, "--cores", "2", config=MEMO_TEST, timeout=1500)
     results = tmp_path / "results"
     summaries = sorted((results / "memo" / "train").glob("*/*/summary.json"))
-    assert len(summaries) == 3 * 3 * 2  # models x numbers of facts x seeds
+    assert len(summaries) == 3 * 2 * 2  # models x numbers of facts x seeds
     for path in summaries:
         summary = json.loads(path.read_text())
         assert summary["stop_rule"] in {"recall", "budget"}
         assert summary["stored"] == (summary["recall"] >= MEMO["train"]["stop_at_recall"])
         assert summary["steps"] <= summary["max_steps"]
     analysis = json.loads((results / "memo" / "sweep" / "analysis.json").read_text())
-    assert analysis["kind"] == "memorisation" and analysis["n_runs"] == 18
-    assert sorted(analysis["n_facts"]) == [24, 48, 96]
+    assert analysis["kind"] == "memorisation" and analysis["n_runs"] == 12
+    assert sorted(analysis["n_facts"]) == [24, 96]
     info = json.loads((results / "memo" / "data" / "facts" / "information.json").read_text())
     assert analysis["bits_per_fact"] == info["information"]["bits_per_fact"] == 3.0
     checks = {c["id"]: c for c in json.loads((results / "report" / "checks.json").read_text())["checks"]}

@@ -389,15 +389,17 @@ def test_pipeline_test_config_on_slurm_matches_a_local_run(cluster, tmp_path):
 
 
 def grid_on_slurm(cluster, tmp_path, config_name: str, exp_name: str, models: tuple[str, ...],
-                  fractions: list[float]) -> tuple[dict[str, int], dict[str, dict]]:
-    """A shipped grid config cut to ``models`` x ``fractions`` (its seeds kept), planned locally and run through the
-    SLURM profile: every job must be its own SLURM job. Returns the planned job counts and the report's checks."""
+                  fractions: list[float], seeds: int | None = None) -> tuple[dict[str, int], dict[str, dict]]:
+    """A shipped grid config cut to ``models`` x ``fractions`` (x ``seeds``, default its own), planned locally and run
+    through the SLURM profile: every job must be its own SLURM job. Returns the planned job counts and the report's
+    checks."""
     import yaml
 
     cfg = yaml.safe_load((REPO / "config" / config_name).read_text())
     exp = cfg["experiments"][exp_name]
     exp["models"] = {name: exp["models"][name] for name in models}
     exp["subsets"]["fractions"] = fractions
+    exp["sweep"]["seeds"] = seeds or exp["sweep"]["seeds"]
     cfg["results_dir"] = str(tmp_path / "results")
     config_file = tmp_path / f"{exp_name}_slurm.yaml"
     config_file.write_text(yaml.safe_dump(cfg))
@@ -426,10 +428,11 @@ def test_scaling_sweep_runs_through_the_slurm_profile(cluster, tmp_path):
 
 @pytest.mark.e2e
 def test_memorisation_grid_runs_through_the_slurm_profile(cluster, tmp_path):
-    """The memorisation grid (config/memorisation_test.yaml cut to 2 sizes x 2 numbers of facts x 2 seeds): every
-    run is its own SLURM job, and the report fits the storage boundary and gives the memorisation row."""
-    expected, checks = grid_on_slurm(cluster, tmp_path, "memorisation_test.yaml", "memo", ("m0", "m2"), [1.0, 0.25])
-    assert expected["train"] == 2 * 2 * 2 and expected["generate_facts"] == 1 and "activations" not in expected
+    """The memorisation grid (config/memorisation_test.yaml cut to 2 sizes x 2 numbers of facts x 1 seed): every
+    run is its own SLURM job, and the report analyses the grid and gives the memorisation row."""
+    expected, checks = grid_on_slurm(cluster, tmp_path, "memorisation_test.yaml", "memo", ("m0", "m2"), [1.0, 0.25],
+                                     seeds=1)
+    assert expected["train"] == 2 * 2 and expected["generate_facts"] == 1 and "activations" not in expected
     analysis = json.loads((tmp_path / "results" / "memo" / "sweep" / "analysis.json").read_text())
-    assert analysis["kind"] == "memorisation" and analysis["n_runs"] == 8
+    assert analysis["kind"] == "memorisation" and analysis["n_runs"] == 4
     assert checks["memorisation"]["verdict"] in {"reproduced", "refuted", "not-testable"}
