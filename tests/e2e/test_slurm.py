@@ -388,51 +388,46 @@ def test_pipeline_test_config_on_slurm_matches_a_local_run(cluster, tmp_path):
         pd.testing.assert_frame_equal(local_metrics, slurm_metrics)
 
 
-def grid_on_slurm(cluster, tmp_path, config_name: str, exp_name: str, models: tuple[str, ...],
-                  fractions: list[float], seeds: int | None = None) -> tuple[dict[str, int], dict[str, dict]]:
-    """A shipped grid config cut to ``models`` x ``fractions`` (x ``seeds``, default its own), planned locally and run
-    through the SLURM profile: every job must be its own SLURM job. Returns the planned job counts and the report's
-    checks."""
+def cut_grid(config_name: str, exp_name: str, models: tuple[str, ...], fractions: list[float],
+             seeds: int | None = None) -> dict:
+    """One experiment of a shipped grid config cut to ``models`` x ``fractions`` (x ``seeds``, default its own)."""
     import yaml
 
-    cfg = yaml.safe_load((REPO / "config" / config_name).read_text())
-    exp = cfg["experiments"][exp_name]
+    exp = yaml.safe_load((REPO / "config" / config_name).read_text())["experiments"][exp_name]
     exp["models"] = {name: exp["models"][name] for name in models}
     exp["subsets"]["fractions"] = fractions
     exp["sweep"]["seeds"] = seeds or exp["sweep"]["seeds"]
-    cfg["results_dir"] = str(tmp_path / "results")
-    config_file = tmp_path / f"{exp_name}_slurm.yaml"
+    return exp
+
+
+@pytest.mark.e2e
+def test_a_scaling_sweep_and_a_memorisation_grid_run_through_the_slurm_profile(cluster, tmp_path):
+    """One config with both grid kinds, cut down: a 2 x 2 x 2-seed scaling sweep (config/sweep_test.yaml; the
+    parametric fit needs at least 5 runs) and a 2 x 2 x 1-seed memorisation grid (config/memorisation_test.yaml).
+    Every run is its own SLURM job; the report analyses the sweep and the grid, each in its own section."""
+    import yaml
+
+    cfg = {"seed": 7, "threads_per_job": 1, "results_dir": str(tmp_path / "results"), "report": {"toy": True},
+           "experiments": {"sweep": cut_grid("sweep_test.yaml", "sweep", ("N1", "N3"), [1.0, 0.3]),
+                           "memo": cut_grid("memorisation_test.yaml", "memo", ("m0", "m2"), [1.0, 0.25], seeds=1)}}
+    config_file = tmp_path / "grids_slurm.yaml"
     config_file.write_text(yaml.safe_dump(cfg))
     config = ["-s", str(REPO / "Snakefile"), "--configfile", str(config_file)]
     plan = run_snakemake([*config, "-n", "--cores", "1"], tmp_path / "plan")
     assert plan.returncode == 0, plan.stderr[-3000:]
     expected = job_counts(plan.stdout + plan.stderr)
+    assert expected["train"] == 2 * 2 * 2 + 2 * 2 and expected["sweep"] == 2 and expected["generate_facts"] == 1
+    assert "activations" not in expected
     on_slurm = run_snakemake([*config, *slurm_args(cluster)], tmp_path / "slurm_run", env=cluster.env)
     assert on_slurm.returncode == 0, on_slurm.stderr[-5000:]
     assert_ran_as_slurm_jobs(cluster, on_slurm.stderr, expected)
-    checks = json.loads((tmp_path / "results" / "report" / "checks.json").read_text())["checks"]
-    return expected, {check["id"]: check for check in checks}
-
-
-@pytest.mark.e2e
-def test_scaling_sweep_runs_through_the_slurm_profile(cluster, tmp_path):
-    """A 2 x 2 x 2-seed sweep (config/sweep_test.yaml cut down; the parametric fit needs at least 5 runs): every
-    cell and seed is its own SLURM job, and the report analyses the sweep."""
-    expected, checks = grid_on_slurm(cluster, tmp_path, "sweep_test.yaml", "sweep", ("N1", "N3"), [1.0, 0.3])
-    assert expected["train"] == 2 * 2 * 2 and "activations" not in expected
+    results = tmp_path / "results"
+    checks = {c["id"]: c for c in json.loads((results / "report" / "checks.json").read_text())["checks"]}
     numbers = checks["scaling"]["numbers"]
     assert numbers["cells"] == 4 and numbers["runs"] == 8 and numbers["n_tokens_span"] > 3
-    assert checks["scaling"]["verdict"] in {"reproduced", "refuted", "not-testable"}
-    assert "Scaling sweep: sweep" in (tmp_path / "results" / "report" / "index.html").read_text()
-
-
-@pytest.mark.e2e
-def test_memorisation_grid_runs_through_the_slurm_profile(cluster, tmp_path):
-    """The memorisation grid (config/memorisation_test.yaml cut to 2 sizes x 2 numbers of facts x 1 seed): every
-    run is its own SLURM job, and the report analyses the grid and gives the memorisation row."""
-    expected, checks = grid_on_slurm(cluster, tmp_path, "memorisation_test.yaml", "memo", ("m0", "m2"), [1.0, 0.25],
-                                     seeds=1)
-    assert expected["train"] == 2 * 2 and expected["generate_facts"] == 1 and "activations" not in expected
-    analysis = json.loads((tmp_path / "results" / "memo" / "sweep" / "analysis.json").read_text())
+    analysis = json.loads((results / "memo" / "sweep" / "analysis.json").read_text())
     assert analysis["kind"] == "memorisation" and analysis["n_runs"] == 4
-    assert checks["memorisation"]["verdict"] in {"reproduced", "refuted", "not-testable"}
+    for claim in ("scaling", "memorisation"):
+        assert checks[claim]["verdict"] in {"reproduced", "refuted", "not-testable"}
+    html = (results / "report" / "index.html").read_text()
+    assert "Scaling sweep: sweep" in html and "Memorisation grid: memo" in html
