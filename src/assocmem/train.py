@@ -37,7 +37,7 @@ from assocmem.io import load_torch, rebuild_hint, save_torch, write_bytes, write
 from assocmem.model import DecoderLM, ModelConfig, flops_per_token
 from assocmem.progress import bar
 from assocmem.provenance import check_provenance, stamp
-from assocmem.runtime import resolve_device
+from assocmem.runtime import resolve_device, seed_device
 from assocmem.runtime.distributed import all_reduce_sum, dist_rank_world, finish_distributed, init_distributed, wrap_ddp
 from assocmem.stopping import IGNORE, early_stop_reached, is_new_best, recall, recall_reached
 from assocmem.tokenstore import TokenStore, data_fingerprint
@@ -165,7 +165,8 @@ def make_optimizer(model: torch.nn.Module, s: TrainSettings, device: torch.devic
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
     groups = [{"params": decay, "weight_decay": s.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=s.lr, betas=(s.beta1, s.beta2), fused=device.type == "cuda")
+    # fused on a CPU too: one kernel per tensor instead of a dozen, the same update to fp32 rounding
+    return torch.optim.AdamW(groups, lr=s.lr, betas=(s.beta1, s.beta2), fused=device.type in ("cuda", "cpu"))
 
 
 def summed_nll(model: torch.nn.Module, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -267,7 +268,7 @@ class TrainJob:
             yield inputs[i:i + size], targets[i:i + size]
 
     def _train_step(self, model, optimizer, step: int, device, autocast) -> tuple[float, int]:
-        torch.manual_seed(self.seed * 1_000_003 + step)  # dropout is a function of the step
+        seed_device(self.seed * 1_000_003 + step, device)  # dropout is a function of the step
         batch = self.train_batches.batch(step)
         n_targets = int((batch[1] != IGNORE).sum())
         rank, world = dist_rank_world()

@@ -85,3 +85,14 @@ def set_threads(requested: int | None = None) -> int:
     if "faiss" in sys.modules:
         sys.modules["faiss"].omp_set_num_threads(count)
     return count
+
+
+def seed_device(seed: int, device) -> None:
+    """Seed the random generators a training step on ``device`` draws from (the CPU one, and the device's own on a
+    GPU): what ``torch.manual_seed`` does for that device, without its calls into every other backend, which cost
+    ~50 us a step, a few per cent of a tiny model's step."""
+    import torch
+
+    torch.default_generator.manual_seed(seed)
+    if getattr(device, "type", str(device)) == "cuda":
+        torch.cuda.manual_seed(seed)

@@ -6,6 +6,8 @@ import json
 import numpy as np
 import pytest
 from helpers import LINES, make_token_dir
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from assocmem.errors import AssocmemError
 from assocmem.qf.tokenize import SPECIALS, WordTokenizer, build_vocab
@@ -47,6 +49,44 @@ def test_padded_batch(tmp_path):
     batch = store.padded_batch([0, 5])
     assert batch.shape == (2, max(len(store.sequence(0)), len(store.sequence(5))))
     assert (batch[0, len(store.sequence(0)):] == 0).all()
+
+
+def _row_by_row(store: TokenStore, indices: list[int]) -> np.ndarray:
+    """The padded batch built one sequence at a time: the oracle of the one-gather path."""
+    seqs = [store.sequence(i) for i in indices]
+    batch = np.full((len(seqs), max(len(s) for s in seqs)), store.pad_id, dtype=np.int64)
+    for row, seq in enumerate(seqs):
+        batch[row, :len(seq)] = seq
+    return batch
+
+
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory):
+    """A store and a 10% view of it (200 and 20 training sequences)."""
+    root = tmp_path_factory.mktemp("gather")
+    token_dir = make_token_dir(root, repeat=25)
+    make_subset(token_dir, 0.1, out_dir=root / "s10")
+    return {"full": TokenStore(token_dir, "train"), "view": TokenStore(root / "s10", "train")}
+
+
+@settings(max_examples=60, deadline=None)
+@given(which=st.sampled_from(["full", "view"]), picks=st.lists(st.integers(0, 10**6), min_size=1, max_size=40))
+def test_gathered_batch_equals_row_by_row(stores, which, picks):
+    store = stores[which]
+    indices = [pick % len(store) for pick in picks]  # repeats and any order, as an epoch permutation gives
+    assert np.array_equal(store.padded_batch(indices), _row_by_row(store, indices))
+
+
+def test_large_stores_batch_row_by_row(stores, monkeypatch):
+    """Above FLAT_BATCH_TOKENS the split is not held in memory: the per-row path gives the same batch."""
+    import assocmem.tokenstore as module
+
+    store = TokenStore(stores["full"].store_dir, "train")
+    monkeypatch.setattr(module, "FLAT_BATCH_TOKENS", store.n_tokens - 1)
+    assert np.array_equal(store.padded_batch([3, 0, 199]), _row_by_row(store, [3, 0, 199]))
+    assert store._flat is None
+    with pytest.raises(IndexError, match="outside"):
+        stores["view"].padded_batch([20])
 
 
 def test_corrupt_token_file_is_reported(tmp_path):

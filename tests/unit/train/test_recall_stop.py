@@ -66,7 +66,8 @@ def test_recall_reached_reads_the_last_evaluation():
 
 
 def test_a_run_stops_when_its_facts_are_stored_and_records_it(store, tmp_path):
-    cfg = {**TRAIN, "stop_at_recall": 0.99}
+    # lr 3e-3: at 1e-2 recall oscillates near 0.96 and reaches 0.99 or not by fp32 rounding (fused vs per-tensor AdamW)
+    cfg = {**TRAIN, "stop_at_recall": 0.99, "lr": 3e-3}
     summary = build_job(cfg, MODEL, seed=1, store_dir=store, run_dir=tmp_path / "run").run()
     metrics = pd.read_csv(tmp_path / "run" / "metrics.csv")
     assert summary["stop_rule"] == "recall" and summary["stored"] and summary["recall"] >= 0.99

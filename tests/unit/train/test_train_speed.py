@@ -159,7 +159,8 @@ def test_gemm_ceiling_counts_the_flops_of_a_training_step(benchmark_scripts: Non
 
 
 def test_reference_onednn_arm_changes_only_the_gemm_library(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The benchmark's reference+onednn arm: the reference loop with its Linears on oneDNN, same losses."""
+    """route_linears_to_onednn (the benchmark's nanogpt+malloc+onednn arm): the GEMM library changes, the losses
+    do not (shown on the reference loop)."""
     from assocmem.testing.reference_train import route_linears_to_onednn
 
     if not gemm_module.onednn_available():
@@ -209,4 +210,5 @@ def test_bench_optimizer_variant_wraps_the_product_optimizer(kind: str, monkeypa
                              checkpoint_interval=1, device="cpu", **HYPER)
     optimizer = train.make_optimizer(model, settings, torch.device("cpu"))
     assert optimizer.defaults[kind] is True
+    assert all(group[kind] is True for group in optimizer.param_groups)  # a group's own entry wins over defaults
     assert [g["weight_decay"] for g in optimizer.param_groups] == [HYPER["weight_decay"], 0.0]

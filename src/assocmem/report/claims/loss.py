@@ -94,6 +94,25 @@ def _sensitivity_text(verdict: str, sensitivity: list[dict[str, Any]]) -> str:
             f"{' / '.join(others)} (sensitivity table), because which full-data runs count as converged changes.")
 
 
+CONVERGED_COMMAND = ("runs trained until their validation CE stops falling: the scaling sweep "
+                     "(`snakemake --cores all --configfile config/scaling.yaml`) stops each of its full-data runs by "
+                     "its early-stopping rule, or a larger `train.max_steps` for these runs")
+
+
+def _still_falling(frame: pd.DataFrame) -> str:
+    """How far the unconverged full-data runs are from converged: the convergence rule's upper bound on their
+    remaining fall per doubling of steps, against its margin."""
+    if not {"remaining_fall", "margin", "usable", "final_step"} <= set(frame.columns):
+        return ""
+    rows = frame[~frame["usable"].astype(bool) & frame["remaining_fall"].notna() & frame["margin"].notna()]
+    if rows.empty:
+        return ""
+    parts = [f"{row.run} after {row.final_step:,.0f} steps: up to {row.remaining_fall:.4f} nats"
+             for row in rows.itertuples()]
+    return (" Still falling per doubling of steps (95% upper bound; converged means at most the margin "
+            f"{rows['margin'].iloc[0]:.4f} nats): " + "; ".join(parts) + ".")
+
+
 def loss_floor(final_ce: pd.DataFrame, floor: float, floor_low: float | None = None,
                sweep_E: tuple[float, float, float] | None = None, z: float = 1.96, floor_no_eos: float | None = None,
                sensitivity: list[dict[str, Any]] | None = None) -> dict[str, Any]:
@@ -131,7 +150,8 @@ def loss_floor(final_ce: pd.DataFrame, floor: float, floor_low: float | None = N
     if estimates:
         verdict, evidence = floor_verdict(estimates, floor, floor_low)
     else:
-        verdict, evidence = "not-testable", "No converged run on the full training set and no sweep estimate."
+        verdict, evidence = "not-testable", ("No converged run on the full training set and no sweep estimate."
+                                             + _still_falling(frame) + f" Decided by {CONVERGED_COMMAND}.")
     if floor_no_eos is not None and "test_ce_no_eos" in usable.columns and usable["test_ce_no_eos"].notna().all() \
             and len(usable):
         other, _ = floor_verdict(_run_estimates(usable, "test_ce_no_eos", z), floor_no_eos, floor_no_eos)
@@ -249,7 +269,9 @@ def final_ce(evidence: Evidence, runs: list[Run], statuses: dict[str, Any] | Non
         level = _level(run)
         rows.append({"run": run.label, "fraction": run.fraction,
                      "train_ce": float(run.metrics["train_eval_ce"].iloc[-1]), "test_ce_se": status.tolerance,
-                     **level, "usable": status.usable, "status": status.status})
+                     **level, "usable": status.usable, "status": status.status,
+                     "remaining_fall": status.remaining_fall, "margin": status.margin,
+                     "final_step": status.final_step})
     return pd.DataFrame(rows)
 
 

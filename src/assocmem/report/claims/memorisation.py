@@ -30,6 +30,7 @@ import math
 import re
 from typing import Any
 
+from assocmem.memorisation import budget
 from assocmem.report import quotes
 from assocmem.report.claims.base import check_row, listing, yes_no
 from assocmem.report.claims.registry import Claim, Untestable, register
@@ -200,13 +201,20 @@ LIMITS = (
     "a wider $D$ range narrows the interval; facts are the cleanest case of Assumption 1 (every training sample "
     "is a pattern to store), so natural text would need its own test.")
 
-NO_GRID = Untestable(
-    "nothing: no memorisation grid in this run",
-    "The claim read as a statement about storing $D$ samples is tested by a memorisation grid (model sizes × "
-    "numbers of random facts × seeds, each trained until it recalls its facts): " + GRID_COMMAND + ".",
-    "Needs a memorisation grid whose $N$ span covers the square of its $D$ span and whose power simulation shows "
-    "it can tell $b=1$, 1.35 and 2 apart.",
-    {"memorisation_grids": 0, **LAW_NUMBERS})
+def no_grid() -> Untestable:
+    """The row of a run without a memorisation grid: the power of the largest grid that would fit beside the default
+    run (:mod:`assocmem.memorisation.budget`) and the command that decides the claim."""
+    record = budget.load()
+    return Untestable(
+        "nothing: no memorisation grid in this run",
+        "The claim read as a statement about storing $D$ samples is tested by a memorisation grid (model sizes × "
+        f"numbers of random facts × seeds, each trained until it recalls its facts). {budget.sentence(record)} "
+        f"Decided by {GRID_COMMAND}: its {len(record['n_params'])} × {len(record['n_facts'])} × 3 design passes the "
+        "same power simulation before its verdict.",
+        "Needs a memorisation grid whose $N$ span covers the square of its $D$ span and whose power simulation shows "
+        "it can tell $b=1$, 1.35 and 2 apart.",
+        {"memorisation_grids": 0, "budget_grid_runs": record["runs"], "budget_grid_can_decide": record["can_decide"],
+         "budget_grid_weakest_exclusion": record["weakest"]["excluded"], "budget_grid_k": record["k"], **LAW_NUMBERS})
 
 
 def memorisation(analysis: dict[str, Any]) -> dict[str, Any]:
@@ -253,7 +261,7 @@ def memorisation(analysis: dict[str, Any]) -> dict[str, Any]:
 def _memorisation_row(evidence: Evidence) -> dict[str, Any] | Untestable:
     grids = evidence.memorisation_grids
     if not grids:
-        return NO_GRID
+        return no_grid()
     return memorisation(next(iter(grids.values())))
 
 
@@ -262,4 +270,4 @@ register(Claim(
     "Sec. 5: for Z_t to reach Z_t = 1, we need N = O(D^2); Assumption 1: after saturation, the model memorizes the "
     "training samples as patterns. Read together: a model that stores D samples needs O(D^2) parameters.",
     r"The model stores its $D$ training samples as patterns (Assumption 1), and $Z_t=1$ needs $N=O(D^2)$.",
-    quotes.MEMORISATION, order=105, evaluate=_memorisation_row, untestable=NO_GRID))
+    quotes.MEMORISATION, order=105, evaluate=_memorisation_row, untestable=no_grid()))

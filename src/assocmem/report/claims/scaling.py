@@ -53,7 +53,12 @@ def scaling(runs: pd.DataFrame) -> dict[str, Any]:
     numbers["usable_groups"] = len(points)
     numbers["printed_argument_log_d_for_unit_Z_n1024"] = ra.printed_log_patterns_for_unit_partition(1024)
     numbers["correct_argument_log_d_for_unit_Z_n1024"] = ra.log_patterns_for_unit_partition(1024)
-    verdict, evidence = "not-testable", "Fewer than 3 model sizes with an interior $D^*$."
+    sizes, data_sizes = runs["n_params"].nunique(), runs["n_train_tokens"].nunique()
+    verdict, evidence = "not-testable", (
+        f"Fewer than 3 model sizes with an interior $D^*$: this run trains {sizes} model size(s) on {data_sizes} "
+        f"data size(s), and a grid of fewer than 3 data sizes has no interior minimum, so no design of this shape "
+        f"has any power to show $b=2$. Decided by a scaling sweep, which simulates its own power first: "
+        f"{SWEEP_COMMAND}.")
     if len(points) >= 3 and len({p[1] for p in points}) >= 2:
         slope, se = _ols_slope(np.log([p[1] for p in points]), np.log([p[0] for p in points]))
         ratios = [pr.n_over_d_squared(n, d) for n, d in points]
