@@ -419,3 +419,19 @@ def test_check_row_rejects_unknown_labels() -> None:
         claims.check_row("x", "c", {}, "reproduced", "e", "derived", ours_tex="x")
     assert claims.check_row("prop1", "c", {"a": np.inf, "b": np.True_}, "reproduced", "e", "data",
                             ours_tex="x", limits="l")["numbers"] == {"a": None, "b": 1}
+
+
+def test_untestable_rows_say_how_far_and_which_command_decides() -> None:
+    """Issue 27: a not-testable row of the default run gives its number (how far its runs are from converged, why
+    its design has no power) and names the command that decides the claim."""
+    falling = _final([0.995, 1.01], usable=[False, False]).assign(
+        remaining_fall=[0.0123, 0.25], margin=0.0042, final_step=7000)
+    row = loss_floor(falling, floor=0.99)
+    assert row["verdict"] == "not-testable"
+    assert "r0 after 7,000 steps: up to 0.0123 nats" in row["evidence"] and "margin 0.0042" in row["evidence"]
+    assert "config/scaling.yaml" in row["evidence"]
+    two_by_two = _grid_runs(2)
+    two_by_two = two_by_two[two_by_two["model"].isin(["m0", "m1"]) & two_by_two["n_train_tokens"].isin([1e3, 2e3])]
+    small = scaling(two_by_two)
+    assert small["verdict"] == "not-testable"
+    assert "trains 2 model sizes on 2 data sizes" in small["evidence"] and "config/scaling.yaml" in small["evidence"]

@@ -36,6 +36,7 @@ def scaling(runs: pd.DataFrame) -> dict[str, Any]:
     Verdict: fit log N = a + b log D* on groups whose D* is not at the edge of their D grid (>= 3 needed);
     reproduced iff |b - 2| <= 2 se and |b - 1| > 2 se, refuted iff |b - 2| > 2 se, else not-testable."""
     require_columns(runs, ["model", "n_params", "n_train_tokens", "best_val_loss"], "scaling runs")
+    sizes, data_sizes = runs["n_params"].nunique(), runs["n_train_tokens"].nunique()
     runs, excluded = usable_rows(runs)
     numbers: dict[str, Any] = {"runs_excluded_not_converged": len(excluded)}
     points = []
@@ -53,12 +54,11 @@ def scaling(runs: pd.DataFrame) -> dict[str, Any]:
     numbers["usable_groups"] = len(points)
     numbers["printed_argument_log_d_for_unit_Z_n1024"] = ra.printed_log_patterns_for_unit_partition(1024)
     numbers["correct_argument_log_d_for_unit_Z_n1024"] = ra.log_patterns_for_unit_partition(1024)
-    sizes, data_sizes = runs["n_params"].nunique(), runs["n_train_tokens"].nunique()
     verdict, evidence = "not-testable", (
-        f"Fewer than 3 model sizes with an interior $D^*$: this run trains {sizes} model size(s) on {data_sizes} "
-        f"data size(s), and a grid of fewer than 3 data sizes has no interior minimum, so no design of this shape "
-        f"has any power to show $b=2$. Decided by a scaling sweep, which simulates its own power first: "
-        f"{SWEEP_COMMAND}.")
+        f"Fewer than 3 model sizes with an interior $D^*$: this run trains {_count(sizes, 'model size')} on "
+        f"{_count(data_sizes, 'data size')}, and a grid of fewer than 3 data sizes has no interior minimum, so a "
+        f"design of this shape has no power to show $b=2$. Decided by a scaling sweep, which simulates its own power "
+        f"first: {SWEEP_COMMAND}.")
     if len(points) >= 3 and len({p[1] for p in points}) >= 2:
         slope, se = _ols_slope(np.log([p[1] for p in points]), np.log([p[0] for p in points]))
         ratios = [pr.n_over_d_squared(n, d) for n, d in points]
@@ -92,6 +92,10 @@ def scaling(runs: pd.DataFrame) -> dict[str, Any]:
 
 
 SWEEP_COMMAND = "`snakemake --cores all --configfile config/scaling.yaml`"
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
 _DERIVATION = (r" Derivation: the Sec. 5 argument follows from $Z_t\approx d\,V_n(r^*)\approx d/\sqrt{n\pi}=1$ "
                r"($n\approx d^2/\pi$); with the correct integral $Z_t=d\,I_n(r^*)\approx 1.13\,d\,e^{-n/(2\pi e)}/"
                r"\sqrt{n\pi}$, so $Z_t=1$ needs $\log d\approx n/(2\pi e)+\log(n\pi)/2$ (63.9 at $n=1024$), i.e. "
