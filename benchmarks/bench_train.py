@@ -41,7 +41,7 @@ import torch
 from assocmem.testing.reference_train import (
     HYPER,
     RandomTokens,
-    cosine_lr,
+    reference_train,
     route_linears_to_onednn,
     window_batches,
 )
@@ -116,22 +116,11 @@ def run_nanogpt(cfg: dict, arm: Arm, steps: int, seed: int, directory: str) -> d
         route_linears_to_onednn(model)
     optimizer = model.configure_optimizers(HYPER["weight_decay"], HYPER["lr"], (HYPER["beta1"], HYPER["beta2"]),
                                            "cpu")
-    get_batch = window_batches(store, cfg["batch"], cfg["block"], seed)
     stamps: list[tuple[float, float, float]] = []
-    losses = []
-    model.train()
-    for step in range(steps):
-        for group in optimizer.param_groups:
-            group["lr"] = cosine_lr(step, steps, HYPER)
-        x, y = get_batch(step)
-        _, loss = model(x, y)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), HYPER["grad_clip"])
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        losses.append(loss.detach())
-        stamps.append(clocks())
-    return {"stamps": stamps, "mean_loss": float(np.mean([float(v) for v in losses])),
+    losses = reference_train(model, window_batches(store, cfg["batch"], cfg["block"], seed), steps, HYPER,
+                             on_step=lambda _: stamps.append(clocks()), optimizer=optimizer,
+                             loss_of=lambda m, x, y: m(x, y)[1])
+    return {"stamps": stamps, "mean_loss": float(np.mean(losses)),
             "n_params": sum(p.numel() for p in model.parameters())}
 
 

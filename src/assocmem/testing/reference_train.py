@@ -108,22 +108,32 @@ def cosine_lr(step: int, max_steps: int, hyper: dict) -> float:
     return floor + 0.5 * (lr - floor) * (1 + math.cos(math.pi * progress))
 
 
-def reference_train(model: GPT, get_batch: Callable[[int], Batch], steps: int, hyper: dict,
-                    on_step: Callable[[int], object] | None = None) -> list[float]:
-    """The standard loop; returns the loss of every step (read once at the end: no host sync per step)."""
-    decay = [p for p in model.parameters() if p.dim() >= 2]
-    no_decay = [p for p in model.parameters() if p.dim() < 2]
-    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": hyper["weight_decay"]},
-                                   {"params": no_decay, "weight_decay": 0.0}],
-                                  lr=hyper["lr"], betas=(hyper["beta1"], hyper["beta2"]))
+def next_token_loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    logits = model(x)
+    return F.cross_entropy(logits.view(-1, logits.shape[-1]), y.view(-1))
+
+
+def reference_train(model: nn.Module, get_batch: Callable[[int], Batch], steps: int, hyper: dict,
+                    on_step: Callable[[int], object] | None = None, *,
+                    optimizer: torch.optim.Optimizer | None = None,
+                    loss_of: Callable[[nn.Module, torch.Tensor, torch.Tensor], torch.Tensor] = next_token_loss,
+                    ) -> list[float]:
+    """The standard loop; returns the loss of every step (read once at the end: no host sync per step).
+    ``optimizer`` (default: AdamW with decay on the >= 2-D tensors) and ``loss_of`` let another model's own pieces
+    run in the same loop (benchmarks/bench_train.py: real nanoGPT's configure_optimizers and forward)."""
+    if optimizer is None:
+        decay = [p for p in model.parameters() if p.dim() >= 2]
+        no_decay = [p for p in model.parameters() if p.dim() < 2]
+        optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": hyper["weight_decay"]},
+                                       {"params": no_decay, "weight_decay": 0.0}],
+                                      lr=hyper["lr"], betas=(hyper["beta1"], hyper["beta2"]))
     losses = []
     model.train()
     for step in range(steps):
         for group in optimizer.param_groups:
             group["lr"] = cosine_lr(step, steps, hyper)
         x, y = get_batch(step)
-        logits = model(x)
-        loss = F.cross_entropy(logits.view(-1, logits.shape[-1]), y.view(-1))
+        loss = loss_of(model, x, y)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), hyper["grad_clip"])
         optimizer.step()

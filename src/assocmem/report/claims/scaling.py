@@ -57,8 +57,9 @@ def scaling(runs: pd.DataFrame) -> dict[str, Any]:
     verdict, evidence = "not-testable", (
         f"Fewer than 3 model sizes with an interior $D^*$: this run trains {_count(sizes, 'model size')} on "
         f"{_count(data_sizes, 'data size')}, and a grid of fewer than 3 data sizes has no interior minimum, so a "
-        f"design of this shape has no power to show $b=2$. Decided by a scaling sweep, which simulates its own power "
-        f"first: {SWEEP_COMMAND}.")
+        f"design of this shape has no power to show $b=2$. A scaling sweep tests it and simulates its own power "
+        f"first: {SWEEP_COMMAND}; on a grammar of fixed entropy its boundary may still leave the grid (limits), and "
+        "the memorisation row tests $N=O(D^2)$ on data whose information grows with $D$.")
     if len(points) >= 3 and len({p[1] for p in points}) >= 2:
         slope, se = _ols_slope(np.log([p[1] for p in points]), np.log([p[0] for p in points]))
         ratios = [pr.n_over_d_squared(n, d) for n, d in points]
