@@ -94,14 +94,9 @@ def switch_off(levers: tuple[str, ...]) -> None:
     from assocmem import tokenstore, train
 
     if "fused_adamw" in levers:
-        def per_tensor_adamw(model, settings, device):
-            groups = [{"params": g["params"], "weight_decay": g["weight_decay"]}
-                      for g in product(model, settings, device).param_groups]
-            return torch.optim.AdamW(groups, lr=settings.lr, betas=(settings.beta1, settings.beta2),
-                                     fused=device.type == "cuda")
+        from bench_train import project_optimizer
 
-        product = train.make_optimizer
-        train.make_optimizer = per_tensor_adamw
+        train.make_optimizer = project_optimizer("loop")
     if "fast_seed" in levers:
         train.seed_device = lambda seed, device: torch.manual_seed(seed)
     if "gathered_batches" in levers:

@@ -443,6 +443,15 @@ def _power_row(b: float, estimates: np.ndarray) -> dict[str, Any]:
 PAPER_PAIRS = tuple(pair for pair in permutations(LAWS, 2) if "paper" in pair)  # the paper's b against each other
 
 
+def weakest_separation(power: dict[str, Any], pairs: tuple[tuple[str, str], ...] | None = None
+                       ) -> tuple[str, str, float]:
+    """(true law, other law, share): among ``pairs`` (default all ordered pairs of laws), the pair whose other law
+    the interval excludes least often in the grids simulated under the true one."""
+    rows = {row["law"]: row for row in power["by_b"] if row.get("law")}
+    true, other = min(pairs or permutations(LAWS, 2), key=lambda pair: rows[pair[0]]["excludes"][pair[1]])
+    return true, other, rows[true]["excludes"][other]
+
+
 def can_decide(power: dict[str, Any], pairs: tuple[tuple[str, str], ...] | None = None) -> tuple[bool, str]:
     """Whether the design can carry a verdict among the laws: coverage >= MIN_COVERAGE at every simulated b, each
     law simulated, and for every ordered pair of laws (``pairs``; default all, ``PAPER_PAIRS``: the paper's against
@@ -456,8 +465,7 @@ def can_decide(power: dict[str, Any], pairs: tuple[tuple[str, str], ...] | None 
     if worst["coverage"] < MIN_COVERAGE:
         return False, (f"its interval is not calibrated: coverage {worst['coverage']:.0%} at b = {worst['b']:.3g} "
                        f"(needed {MIN_COVERAGE:.0%}) in {power['n_sim']} simulated grids")
-    true, other = min(pairs or permutations(LAWS, 2), key=lambda pair: rows[pair[0]]["excludes"][pair[1]])
-    weakest = rows[true]["excludes"][other]
+    true, other, weakest = weakest_separation(power, pairs)
     if weakest < MIN_POWER:
         return False, (f"it cannot tell b = {LAWS[true]:.3g} ({true}) from b = {LAWS[other]:.3g} ({other}): "
                        f"simulated at {LAWS[true]:.3g}, its interval excludes {LAWS[other]:.3g} in {weakest:.0%} of "

@@ -41,13 +41,10 @@ def compute() -> dict[str, Any]:
     excludes each other law; whether it can carry a verdict on the paper (its 2 told from 1 and 1.35)."""
     power = mb.design_power(design(), k=K_SHARP, n_sim=SIMULATIONS, seed=SEED, jitter=True)
     decide, reason = mb.can_decide(power, mb.PAPER_PAIRS)
-    rows = {row["law"]: row for row in power["by_b"]}
-    weakest = min(((true, other) for true, other in mb.PAPER_PAIRS), key=lambda pair: rows[pair[0]]["excludes"][
-        pair[1]])
+    true, other, share = mb.weakest_separation(power, mb.PAPER_PAIRS)
     return {"runs": len(design()), "n_params": list(N_PARAMS), "n_facts": list(N_FACTS), "seeds": 1, "k": K_SHARP,
             "n_sim": SIMULATIONS, "seed": SEED, "can_decide": decide, "reason": reason,
-            "weakest": {"true": weakest[0], "other": weakest[1],
-                        "excluded": rows[weakest[0]]["excludes"][weakest[1]]},
+            "weakest": {"true": true, "other": other, "excluded": share},
             "by_b": power["by_b"]}
 
 

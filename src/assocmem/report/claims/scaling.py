@@ -97,6 +97,8 @@ SWEEP_COMMAND = "`snakemake --cores all --configfile config/scaling.yaml`"
 
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
 _DERIVATION = (r" Derivation: the Sec. 5 argument follows from $Z_t\approx d\,V_n(r^*)\approx d/\sqrt{n\pi}=1$ "
                r"($n\approx d^2/\pi$); with the correct integral $Z_t=d\,I_n(r^*)\approx 1.13\,d\,e^{-n/(2\pi e)}/"
                r"\sqrt{n\pi}$, so $Z_t=1$ needs $\log d\approx n/(2\pi e)+\log(n\pi)/2$ (63.9 at $n=1024$), i.e. "
