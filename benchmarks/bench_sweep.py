@@ -6,6 +6,8 @@ off in an arm by restoring the code path they replaced (``before`` turns every o
 - ``fused_adamw``: AdamW fused on a CPU (before: the per-tensor loop);
 - ``fast_seed``: the per-step seed of the step's device only (before: ``torch.manual_seed``, every backend);
 - ``gathered_batches``: a padded batch in one gather from the split in memory (before: a Python loop over rows).
+Probes apply a lever the product does not ship: ``length-groups-G`` cuts each step's batch into G micro-batches of
+similar length, each padded only to its own longest sequence (the same gradient to fp32 rounding).
 
 A cell is one model trained for ``--steps`` steps, evaluating as its config does (the default: the whole dev split
 every 250 steps; memorisation: its recall of every fact every 200). Every (arm, round) runs all cells in a fresh
@@ -17,6 +19,7 @@ temporary directory.
     python benchmarks/bench_sweep.py --quick                 # seconds: a smoke test
     python benchmarks/bench_sweep.py --rounds 3              # the default's L2 and L4, 300 steps each
     python benchmarks/bench_sweep.py --arms today,native,onednn
+    python benchmarks/bench_sweep.py --arms today,bf16,length-groups-2,length-groups-4   # levers not shipped
     python benchmarks/bench_sweep.py --experiment memorisation --arms today,before --steps 2000 --rounds 5
 """
 
@@ -38,11 +41,17 @@ ARMS = {  # (train keys each arm sets over the config's, code levers it switches
     "today": ({}, ()),
     "native": ({"gemm": "native"}, ()),
     "onednn": ({"gemm": "onednn"}, ()),
+    "bf16": ({"precision": "bf16"}, ()),  # bf16 autocast on the CPU (train.precision)
+    "compile": ({"compile": True}, ()),  # torch.compile (train.compile; Inductor's kernels cached across rounds)
     "before": ({}, LEVERS),
     **{f"no-{lever.replace('_', '-')}": ({}, (lever,)) for lever in LEVERS},
     # today's code from initial weights moved by 1e-7 (relative): the fp32 noise floor of the final losses, the
     # yardstick of a faithful lever's loss differences (training amplifies any rounding difference)
     "today-nudged": ({}, ("nudge",)),
+    # probes of levers not in the product: each step's batch cut into G micro-batches of similar length, each
+    # padded only to its own longest sequence (same sequences, same summed loss: the padded product's gradient
+    # to fp32 rounding, with dropout 0)
+    **{f"length-groups-{g}": ({}, (f"length_groups:{g}",)) for g in (2, 4)},
 }
 EXPERIMENTS = {"qf": ("config.yaml", "L2,L4"), "memorisation": ("memorisation.yaml", "M0,M3,M7")}
 ISA_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
@@ -88,7 +97,7 @@ def load_experiment(experiment: str) -> dict:
 
 
 def switch_off(levers: tuple[str, ...]) -> None:
-    """Restore the code paths the named levers replaced (in this child process only)."""
+    """Restore the code paths the named levers replaced, or apply a probe (in this child process only)."""
     import torch
 
     from assocmem import tokenstore, train
@@ -111,6 +120,30 @@ def switch_off(levers: tuple[str, ...]) -> None:
                         param.mul_(1 + 1e-7 * torch.randn(param.shape, generator=noise))
 
         train.DecoderLM = Nudged
+    for probe in levers:
+        if probe.startswith("length_groups:"):
+            train.TrainJob._micro_batches = length_grouped(int(probe.partition(":")[2]))
+
+
+def length_grouped(groups: int):
+    """A ``TrainJob._micro_batches`` that sorts the batch's sequences by scored length and cuts them into ``groups``
+    micro-batches, each trimmed to its own last scored column (causal attention: the trimmed columns never reach
+    the kept ones)."""
+    import torch
+
+    from assocmem.stopping import IGNORE
+
+    def micro_batches(self, batch):
+        inputs, targets = batch
+        scored = targets != IGNORE
+        last = torch.where(scored.any(1), scored.shape[1] - scored.flip(1).int().argmax(1), 1)
+        order, size = torch.argsort(last, stable=True), -(-inputs.shape[0] // groups)
+        for i in range(0, inputs.shape[0], size):
+            rows = order[i:i + size]
+            width = int(last[rows].max())
+            yield inputs[rows, :width], targets[rows, :width]
+
+    return micro_batches
 
 
 def run_child(args: argparse.Namespace) -> None:

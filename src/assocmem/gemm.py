@@ -48,6 +48,12 @@ def onednn_available() -> bool:
     return True
 
 
+def cpu_has_bf16() -> bool:
+    """True when oneDNN runs bf16 products natively on this CPU (avx512_bf16 or AMX), not by emulation."""
+    probes = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")  # private: absent from some torch builds
+    return any(getattr(torch.cpu, probe, lambda: False)() for probe in probes)
+
+
 def resolve_gemm(choice: str, device: torch.device, *, key: str = "train.gemm") -> GemmBackend:
     """An explicit backend, checked: ``onednn`` fails clearly where it cannot run. For ``auto``: ``onednn`` where
     it can run (a CPU run, a torch with oneDNN), else ``native``; :func:`assocmem.autotune.gemm.choose_gemm` then
@@ -93,9 +99,10 @@ class _OneDnnLinear(torch.autograd.Function):
 
 def onednn_linear(inputs: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
     """``F.linear`` computed by oneDNN (CPU, fp32, at least ``ONEDNN_MIN_MACS`` multiply-adds); other devices,
-    dtypes and smaller products fall through to ``F.linear``."""
+    dtypes, smaller products and CPU autocast (which casts F.linear's operands; this op would stay fp32) fall
+    through to ``F.linear``."""
     if (inputs.device.type != "cpu" or inputs.dtype != torch.float32 or weight.dtype != torch.float32
-            or inputs.numel() * weight.shape[0] < ONEDNN_MIN_MACS):
+            or inputs.numel() * weight.shape[0] < ONEDNN_MIN_MACS or torch.is_autocast_enabled("cpu")):
         return F.linear(inputs, weight, bias)
     return _OneDnnLinear.apply(inputs, weight, bias)
 

@@ -257,9 +257,8 @@ class TrainJob:
     job: str = ""  # "<exp>/<model>/<subset>": written into model.pt and best.pt, checked by their readers
 
     def _autocast(self, device: torch.device) -> Callable[[], Any]:
-        if self.settings.precision == "bf16" and device.type == "cuda":
-            return lambda: torch.autocast("cuda", dtype=torch.bfloat16)
-        return lambda: torch.autocast(device.type, enabled=False)
+        enabled = self.settings.precision == "bf16"  # on a CPU too (choose_gemm warns where it is emulated)
+        return lambda: torch.autocast(device.type, dtype=torch.bfloat16, enabled=enabled)
 
     def _micro_batches(self, batch: Batch) -> Iterator[Batch]:
         size = self.settings.micro_batch_size or self.settings.batch_size
@@ -321,7 +320,8 @@ class TrainJob:
         state = RunState(0, [], 0.0, 0)
         if ckpt_path.exists():
             state = load_checkpoint(ckpt_path, model, optimizer, self.fingerprint) or state
-        gemm = choose_gemm(s.gemm, device, model, self._gemm_rows(), resumed=state.gemm if state.step else None)
+        gemm = choose_gemm(s.gemm, device, model, self._gemm_rows(), resumed=state.gemm if state.step else None,
+                           precision=s.precision, compiled=s.compile)
         model.set_gemm(gemm.value)
         state.gemm = gemm.value
         log.info("train.gemm %s: %s (%s)", s.gemm, gemm.value, gemm.how)
@@ -335,9 +335,8 @@ class TrainJob:
         peak = measure_peak_flops(device)
         model.train()
         clock = time.perf_counter()
-        label = f"{self.run_dir.parent.name}/{self.run_dir.name}"  # model/subset
-        progress = bar(total=s.max_steps, initial=state.step, desc=f"train {label}", unit="step",
-                       disable=not is_main)
+        label = f"train {self.run_dir.parent.name}/{self.run_dir.name}"  # model/subset
+        progress = bar(total=s.max_steps, initial=state.step, desc=label, unit="step", disable=not is_main)
         while not self._stopped(state):
             loss_sum, n_targets = self._train_step(step_model, optimizer, state.step, device, autocast)
             state.running_loss += loss_sum
@@ -392,8 +391,7 @@ class TrainJob:
         save_torch(self.run_dir / name, {"model": model.state_dict(), "config": self.model_config.to_dict(),
                                          "step": step, "provenance": stamp(self.job, self.fingerprint, model)})
 
-    def _finish(self, model: DecoderLM, state: RunState, n_params: int, peak: float, device,
-                gemm: Choice) -> dict[str, Any]:
+    def _finish(self, model: DecoderLM, state: RunState, n_params: int, peak: float, device, gemm: Choice) -> dict:
         self._save_model(model, "model.pt", step=state.step)
         write_bytes(self.run_dir / "best.pt", (self.run_dir / BEST_IN_PROGRESS).read_bytes())  # kept until the end
         metrics = pd.DataFrame(state.metrics)
@@ -409,8 +407,9 @@ class TrainJob:
         summary = {"n_params": n_params, "steps": state.step, "best_val_ce": float(metrics["val_ce"].iloc[best]),
                    "best_step": int(metrics["step"].iloc[best]), "stopped_early": state.step < self.settings.max_steps,
                    "device": str(device), "model_config": self.model_config.to_dict(), "fingerprint": self.fingerprint,
-                   "gemm": gemm.value, "final": metrics.iloc[-1].to_dict(), "eval_rows": len(rows),
-                   "max_steps": self.settings.max_steps, "stop_rule": self._stop_rule(state), **self.summary_extra}
+                   "gemm": gemm.value, "precision": self.settings.precision, "final": metrics.iloc[-1].to_dict(),
+                   "eval_rows": len(rows), "max_steps": self.settings.max_steps, "stop_rule": self._stop_rule(state)}
+        summary |= self.summary_extra
         if self.settings.stop_at_recall is not None:
             summary["recall"] = float(metrics["train_recall"].iloc[-1])
             summary["stored"] = summary["recall"] >= self.settings.stop_at_recall

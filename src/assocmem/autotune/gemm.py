@@ -4,6 +4,7 @@ backward products, on this host (:func:`assocmem.autotune.measure.choose`)."""
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -15,9 +16,17 @@ from torch import nn
 from torch.nn import functional as F
 
 from assocmem.autotune.measure import Choice, Clock, choose, host_key
-from assocmem.gemm import GEMM_CHOICES, ONEDNN_MIN_MACS, onednn_linear, resolve_gemm
+from assocmem.gemm import GEMM_CHOICES, ONEDNN_MIN_MACS, cpu_has_bf16, onednn_linear, resolve_gemm
 
 Layer = tuple[int, int, bool, int]  # in_features, out_features, has bias, how many of the model's Linears
+log = logging.getLogger(__name__)
+
+
+def warn_if_bf16_emulated() -> None:
+    """bf16 on a CPU without bf16 instructions runs, but through oneDNN's emulation: far slower than fp32."""
+    if not cpu_has_bf16():
+        log.warning("train.precision: bf16 on a CPU without bf16 instructions (avx512_bf16/AMX): the products are "
+                    "emulated and slower than fp32; use fp32 on this host")
 
 
 def linear_layers(model: nn.Module) -> list[Layer]:
@@ -28,17 +37,30 @@ def linear_layers(model: nn.Module) -> list[Layer]:
 
 
 def choose_gemm(choice: str, device: torch.device, model: nn.Module, rows: int, *, resumed: str | None = None,
-                cache_file: Path | None = None, clock: Clock = time.perf_counter, budget_s: float = 1.0) -> Choice:
+                cache_file: Path | None = None, clock: Clock = time.perf_counter, budget_s: float = 1.0,
+                precision: str = "fp32", compiled: bool = False) -> Choice:
     """The backend of a training run. ``rows``: the rows of one micro-batch's Linear products (sequences x
     length); ``resumed``: the backend a resumed checkpoint was trained with, which the run keeps. An explicit
     ``native``/``onednn`` is validated by :func:`assocmem.gemm.resolve_gemm` and used; ``auto`` is native off the
     CPU and where torch lacks oneDNN, and native, untimed, when no product reaches ``ONEDNN_MIN_MACS`` (below it
-    onednn_linear runs F.linear itself)."""
+    onednn_linear runs F.linear itself). Under ``precision: bf16`` on a CPU every product is autocast's bf16
+    F.linear (onednn_linear hands it over), so ``auto`` is native, untimed (``autocast``). A ``compiled`` model's
+    products are Inductor's (it lowers F.linear itself and cannot lower the oneDNN op): ``auto`` is native,
+    untimed (``compile``), and an explicit ``onednn`` is refused."""
     backend = resolve_gemm(choice, device)
+    if compiled and backend == "onednn" and choice == "onednn":
+        raise ValueError("train.gemm: onednn cannot run under train.compile (Inductor compiles the Linear products "
+                         "itself and cannot lower the oneDNN op); use gemm: auto or native, or compile: false")
+    if precision == "bf16" and device.type == "cpu":
+        warn_if_bf16_emulated()
     if choice != "auto":
         return Choice(backend, "explicit")
     if device.type != "cpu":
         return Choice("native", "device")
+    if precision == "bf16":
+        return Choice("native", "autocast")
+    if compiled:
+        return Choice("native", "compile")
     if backend == "native":
         return Choice("native", "unavailable")
     if resumed in GEMM_CHOICES[1:]:

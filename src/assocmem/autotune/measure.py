@@ -62,8 +62,9 @@ class Choice:
     """What a job runs (``value``) and why (``how``): ``timed`` (measured now), ``cache`` (measured earlier at the
     same key), ``explicit`` (configured), ``checkpoint`` (a resumed run keeps the library it started with),
     ``identical`` (the candidates compute the same products at these shapes), ``small`` (too little work to be
-    worth a timing), ``unavailable`` (one candidate only runs here), ``device`` (not a CPU run). ``seconds``: the
-    median seconds per call of each candidate where timed."""
+    worth a timing), ``unavailable`` (one candidate only runs here), ``device`` (not a CPU run), ``autocast`` (bf16
+    on a CPU: the products are autocast's), ``compile`` (Inductor's products). ``seconds``: the median seconds per
+    call of each candidate where timed."""
 
     value: str
     how: str

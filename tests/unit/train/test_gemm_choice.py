@@ -68,6 +68,17 @@ def test_explicit_choices_gpu_runs_and_small_products_are_not_timed(fake, tmp_pa
         choose_gemm("mkl", CPU, model(), 1024, cache_file=cache)
 
 
+@needs_onednn
+def test_a_compiled_run_leaves_the_products_to_inductor(fake, tmp_path: Path) -> None:
+    """Inductor cannot lower the oneDNN op (a compiled run with it failed in lowering): under train.compile, auto is
+    native, untimed, and an explicit onednn is refused with the keys to change."""
+    timer, cache = fake({"native": 2.0, "onednn": 1.0}), tmp_path / "choices.json"
+    got = choose_gemm("auto", CPU, model(), 1024, cache_file=cache, clock=timer, compiled=True)
+    assert (got.value, got.how) == ("native", "compile") and timer.calls == []
+    with pytest.raises(ValueError, match="train.gemm: onednn cannot run under train.compile"):
+        choose_gemm("onednn", CPU, model(), 1024, cache_file=cache, compiled=True)
+
+
 def test_auto_is_native_without_onednn(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr("assocmem.gemm.onednn_available", lambda: False)
     got = choose_gemm("auto", CPU, model(), 1024, cache_file=tmp_path / "choices.json")
