@@ -17,6 +17,8 @@ import pandas as pd
 import pytest
 import torch
 from helpers import ROOT
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from assocmem import gemm as gemm_module
 from assocmem.model import ModelConfig, flops_per_token
@@ -212,3 +214,36 @@ def test_bench_optimizer_variant_wraps_the_product_optimizer(kind: str, monkeypa
     assert optimizer.defaults[kind] is True
     assert all(group[kind] is True for group in optimizer.param_groups)  # a group's own entry wins over defaults
     assert [g["weight_decay"] for g in optimizer.param_groups] == [HYPER["weight_decay"], 0.0]
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(lengths=st.lists(st.integers(2, 24), min_size=2, max_size=12), groups=st.integers(1, 5))
+def test_the_length_groups_probe_gives_the_padded_batchs_loss_and_gradient(lengths: list[int], groups: int,
+                                                                             benchmark_scripts: None) -> None:
+    """bench_sweep's length-groups-G arm (packing by length, not in the product) computes the padded batch's
+    summed loss and gradient to fp32 rounding: trimmed columns lie after every kept row's last scored token."""
+    import bench_sweep
+
+    from assocmem.model import DecoderLM
+    from assocmem.train import summed_nll, to_lm_batch
+
+    torch.manual_seed(0)
+    model = DecoderLM(ModelConfig(vocab_size=20, n_layer=2, d_model=16, n_head=2, d_ff=32, max_len=32))
+    padded = np.zeros((len(lengths), max(lengths)), dtype=np.int64)
+    for row, length in enumerate(lengths):
+        padded[row, :length] = np.random.default_rng(row).integers(1, 20, size=length)
+    batch = to_lm_batch(padded)
+
+    def loss_and_gradient(micro_batches) -> tuple[float, torch.Tensor]:
+        model.zero_grad()
+        total = 0.0
+        for inputs, targets in micro_batches:
+            nll = summed_nll(model, inputs, targets)
+            nll.backward()
+            total += float(nll.detach())
+        return total, torch.cat([p.grad.flatten() for p in model.parameters()])
+
+    loss, gradient = loss_and_gradient([batch])
+    grouped_loss, grouped_gradient = loss_and_gradient(bench_sweep.length_grouped(groups)(None, batch))
+    assert grouped_loss == pytest.approx(loss, rel=1e-5)
+    torch.testing.assert_close(grouped_gradient, gradient, rtol=1e-4, atol=1e-6)
