@@ -46,11 +46,12 @@ def choose_gemm(choice: str, device: torch.device, model: nn.Module, rows: int, 
     onednn_linear runs F.linear itself). Under ``precision: bf16`` on a CPU every product is autocast's bf16
     F.linear (onednn_linear hands it over), so ``auto`` is native, untimed (``autocast``). A ``compiled`` model's
     products are Inductor's (it lowers F.linear itself and cannot lower the oneDNN op): ``auto`` is native,
-    untimed (``compile``), and an explicit ``onednn`` is refused."""
+    untimed (``compile``). Under either, an explicit ``onednn`` would not run, so it is refused."""
     backend = resolve_gemm(choice, device)
-    if compiled and backend == "onednn" and choice == "onednn":
-        raise ValueError("train.gemm: onednn cannot run under train.compile (Inductor compiles the Linear products "
-                         "itself and cannot lower the oneDNN op); use gemm: auto or native, or compile: false")
+    if choice == "onednn" and (compiled or precision == "bf16"):
+        other = "train.compile (Inductor cannot lower the oneDNN op)" if compiled else "train.precision: bf16"
+        raise ValueError(f"train.gemm: onednn runs eager fp32 products only, not under {other}; use gemm: auto or "
+                         "native")
     if precision == "bf16" and device.type == "cpu":
         warn_if_bf16_emulated()
     if choice != "auto":

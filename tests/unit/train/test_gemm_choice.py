@@ -71,12 +71,15 @@ def test_explicit_choices_gpu_runs_and_small_products_are_not_timed(fake, tmp_pa
 @needs_onednn
 def test_a_compiled_run_leaves_the_products_to_inductor(fake, tmp_path: Path) -> None:
     """Inductor cannot lower the oneDNN op (a compiled run with it failed in lowering): under train.compile, auto is
-    native, untimed, and an explicit onednn is refused with the keys to change."""
+    native, untimed, and an explicit onednn is refused with the keys to change; so is onednn under bf16, whose
+    products autocast takes over."""
     timer, cache = fake({"native": 2.0, "onednn": 1.0}), tmp_path / "choices.json"
     got = choose_gemm("auto", CPU, model(), 1024, cache_file=cache, clock=timer, compiled=True)
     assert (got.value, got.how) == ("native", "compile") and timer.calls == []
-    with pytest.raises(ValueError, match="train.gemm: onednn cannot run under train.compile"):
+    with pytest.raises(ValueError, match="train.gemm: onednn .* not under train.compile"):
         choose_gemm("onednn", CPU, model(), 1024, cache_file=cache, compiled=True)
+    with pytest.raises(ValueError, match="train.gemm: onednn .* not under train.precision: bf16"):
+        choose_gemm("onednn", CPU, model(), 1024, cache_file=cache, precision="bf16")
 
 
 def test_auto_is_native_without_onednn(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
