@@ -41,8 +41,11 @@ import torch
 
 from assocmem.gemm import onednn_available, onednn_linear
 from assocmem.knn import knn, search_layer
-from assocmem.runtime import resolve_device, set_threads
+from assocmem.knn.engine import Engine, resolve_engine
+from assocmem.runtime import set_threads
 from assocmem.runtime.blas import check_blas_core, faiss_openblas_library, import_faiss
+
+FAISS = Engine("faiss")
 
 # --------------------------------------------------------------------------- the arms
 
@@ -127,11 +130,12 @@ def bench_speed(rows: int, dim: int, k: int, rounds: int, seed: int, arms: list[
     runs = {
         "numpy": lambda: numpy_knn(x, x, k + 1)[:, 1:],
         "torch": lambda: torch_knn(x, x, k + 1)[:, 1:],
-        "raw": lambda: knn(x, x, k + 1, device="cpu", refine=False, center=False, cpu_engine="faiss")[1][:, 1:],
-        "raw-onednn": lambda: knn(x, x, k + 1, device="cpu", refine=False, center=False,
-                                  cpu_engine="onednn")[1][:, 1:],
-        "default": lambda: knn(x, x, k, device="cpu", exclude_ids=everyone)[1],
-        "default-faiss": lambda: knn(x, x, k, device="cpu", exclude_ids=everyone, cpu_engine="faiss")[1],
+        "raw": lambda: knn(x, x, k + 1, engine=FAISS, refine=False, center=False)[1][:, 1:],
+        "raw-onednn": lambda: knn(x, x, k + 1, engine=Engine("onednn"), refine=False,
+                                  center=False)[1][:, 1:],
+        "default": lambda: knn(x, x, k, engine=resolve_engine("cpu", "auto", (rows, rows, dim, k + 1)),
+                                exclude_ids=everyone)[1],
+        "default-faiss": lambda: knn(x, x, k, engine=FAISS, exclude_ids=everyone)[1],
     }
     flops = 2.0 * rows * rows * dim
     seconds: dict[str, list[float]] = {arm: [] for arm in arms}
@@ -211,15 +215,16 @@ def bench_scaling(sizes: list[int], acts: Path | None, layer: int, dim: int, k: 
               f"{gflop / elapsed:8.1f}  (load average {os.getloadavg()[0]:.2f})", flush=True)
 
 
-# --------------------------------------------------------------------------- GPU (when faiss sees one)
+# --------------------------------------------------------------------------- GPU (when torch or faiss sees one)
 
 
 def bench_gpu(rows: int, dim: int, k: int, cpu_queries: int, seed: int) -> None:
     """GPU against CPU on N x n, the CPU timed on the first ``cpu_queries`` queries (compared per query)."""
     x = np.random.default_rng(seed).standard_normal((rows, dim)).astype(np.float32)
-    knn(x[:1000], x[:1000], k, device="gpu")  # warm-up: CUDA context and resources
-    t_gpu, (_, gpu_ids) = timed(lambda: knn(x, x, k, device="gpu"))
-    t_cpu, (_, cpu_ids) = timed(lambda: knn(x, x[:cpu_queries], k, device="cpu"))
+    gpu = resolve_engine("cuda")
+    knn(x[:1000], x[:1000], k, engine=gpu)  # warm-up: CUDA context and resources
+    t_gpu, (_, gpu_ids) = timed(lambda: knn(x, x, k, engine=gpu))
+    t_cpu, (_, cpu_ids) = timed(lambda: knn(x, x[:cpu_queries], k, engine=resolve_engine("cpu")))
     gpu_qps, cpu_qps = rows / t_gpu, cpu_queries / t_cpu
     print(f"GPU vs CPU self-search N={rows}, n={dim}, k={k}: GPU {gpu_qps:,.0f} queries/s, CPU {cpu_qps:,.0f} "
           f"queries/s ({gpu_qps / cpu_qps:.1f}x); ids equal on the CPU's queries: "
@@ -254,7 +259,7 @@ def main(argv: list[str] | None = None) -> None:
         bench_scaling(sizes, args.acts, args.layer, args.scaling_dim, args.k, args.seed)
         return
     bench_speed(args.rows, args.dim, args.k, args.rounds, args.seed, args.arms.split(","))
-    if resolve_device("auto", faiss=True, key="neighbours.device") != "cpu" and not args.quick:
+    if resolve_engine("auto").on_gpu and not args.quick:
         bench_gpu(args.gpu_rows, args.dim, args.k, args.gpu_cpu_queries, args.seed)
 
 

@@ -64,6 +64,8 @@ def _describe(error: jsonschema.ValidationError) -> str:
         return f"{_key_path(error)}: unknown key ({error.message})"
     if error.validator == "required":
         return f"{_key_path(error)}: missing required key ({error.message})"
+    if error.validator == "enum" and error.instance == "gpu" and "cuda" in error.validator_value:
+        return f"{_key_path(error)}: 'gpu' is no longer a device name; write cuda"
     return f"{_key_path(error)}: {error.message}"
 
 

@@ -145,26 +145,27 @@ def neighbours(params: dict[str, Any], act_dir: Path, out_dir: Path) -> str:
     """Self and held-out k-NN of every layer, and the radius test's searches on the last layer (distinct prefixes,
     and the final LayerNorm's gain divided out where the last layer is its output)."""
     from assocmem.activations import FINAL_NORM_LAYER, final_norm_affine
-    from assocmem.knn import job_cpu_engine, search_activations, search_radius
+    from assocmem.knn import job_engine, search_activations, search_radius
 
-    set_threads(params["threads"])
+    threads = set_threads(params["threads"])
     meta = read_json(act_dir / "meta.json")
     train, heldout = (load_npy(act_dir / f"{split}.npy", dtype="float32",
                                shape=(len(meta["layers"]), meta["splits"][split]["n_chunks"], meta["d_model"]))
                       for split in ("train", "heldout"))
     sample = load_npy(act_dir / "radius.npy", dtype="float32", shape=(1, meta["radius"]["n_chunks"], meta["d_model"]))
     cfg, seed = params["neighbours"], params["seed"]
-    engine = job_cpu_engine(cfg, train.shape[1], heldout.shape[1], sample.shape[1], meta["d_model"])
-    cfg = {**cfg, "cpu_engine": engine.value}  # one engine for every search of the job
-    self_df, held_df, summary = search_activations(train, heldout, meta["layers"], cfg, seed)
+    engine = job_engine(cfg, train.shape[1], heldout.shape[1], sample.shape[1], meta["d_model"])
+    self_df, held_df, summary = search_activations(train, heldout, meta["layers"], cfg, seed, engine)
     affine = final_norm_affine(meta) if meta["layers"][-1] == FINAL_NORM_LAYER else None
-    radius, radius_numbers = search_radius(sample[0], train, meta["layers"], cfg, seed, affine)
+    radius, radius_numbers = search_radius(sample[0], train, meta["layers"], cfg, seed, affine, engine)
     write_parquet(out_dir / "self.parquet", self_df)
     write_parquet(out_dir / "heldout.parquet", held_df)
     write_csv(out_dir / "summary.csv", summary)
     write_parquet(out_dir / "radius.parquet", radius)
     write_json(out_dir / "radius.json", radius_numbers)
-    write_json(out_dir / "timing.json", {"cpu_engine": engine.record()})  # host-specific: apart from the science
+    # host-specific: apart from the science
+    cpu_choice = None if engine.cpu_choice is None else engine.cpu_choice.record()
+    write_json(out_dir / "timing.json", {"engine": engine.record(), "threads": threads, "cpu_engine": cpu_choice})
     last = summary[(summary["protocol"] == "self") & (summary["layer"] == meta["layers"][-1])]
     last = last[last["fraction"] == last["fraction"].max()]
     return f"mean NN distance of the last layer ({meta['layers'][-1]}) {float(last['mean'].iloc[0]):.3g}"
@@ -196,6 +197,7 @@ def sweep(params: dict[str, Any], results_dir: Path, out_dir: Path) -> str:
 
 def _memorisation(params: dict[str, Any], results_dir: Path, out_dir: Path, runs: list[Any]) -> str:
     """A memorisation grid (a sweep of facts): the storage boundary N_b(D), its power and bits per parameter."""
+    from assocmem.knn.engine import resolve_engine
     from assocmem.memorisation.analysis import analyse, headline
     from assocmem.memorisation.cells import read_runs
     from assocmem.memorisation.patterns import grid_patterns
@@ -206,7 +208,9 @@ def _memorisation(params: dict[str, Any], results_dir: Path, out_dir: Path, runs
     information = read_json(layout.path(results_dir, "facts_information", exp=exp))
     outcomes = read_runs(results_dir, exp, runs)
     by_run = {f"{row['label']}/{row['subset']}": row for row in outcomes.to_dict(orient="records")}
-    patterns = grid_patterns(results_dir, exp, runs, by_run)
+    # the pattern distances run on torch on this engine's device: no CPU engine to time
+    engine = resolve_engine(cfg.get("neighbours", {}).get("device", "auto"), "faiss")
+    patterns = grid_patterns(results_dir, exp, runs, by_run, engine)
     analysis = analyse(outcomes, information, threshold, stop_at, patterns=patterns,
                        power_sims=cfg["sweep"]["power_sims"], seed=params["seed"], progress=log.info)
     write_json(out_dir / "analysis.json", analysis)

@@ -356,9 +356,9 @@ def raw_dir_arg(w, input):
 
 
 def gpus_for(device):
-    """GPUs a job requests: one when its config says cuda/gpu; 'auto' uses a GPU when the node has one but
+    """GPUs a job requests: one when its config says cuda; 'auto' uses a GPU when the node has one but
     asks for none (so it also runs on CPU-only nodes)."""
-    return 1 if device in ("cuda", "gpu") else 0
+    return 1 if device == "cuda" else 0
 
 
 def train_launcher(w):

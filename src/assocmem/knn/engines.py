@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,11 +21,11 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from assocmem import runtime
 from assocmem.autotune import Choice, choose, host_key
 from assocmem.autotune.measure import Clock
 from assocmem.errors import AssocmemError
 from assocmem.gemm import onednn_available, onednn_product
+from assocmem.knn.engine import GPU_MAX_K  # noqa: F401  (re-exported)
 from assocmem.knn.shards import Shards
 from assocmem.knn.topk import merge_topk
 from assocmem.progress import bar
@@ -34,8 +34,6 @@ from assocmem.runtime.blas import faiss_blas_core, import_faiss
 faiss = import_faiss()
 
 CPU_ENGINES = ("auto", "faiss", "onednn")
-# faiss GPU brute force supports k up to this (GPU_MAX_SELECTION_K in faiss 1.7.3+).
-GPU_MAX_K = 2048
 # Fraction of free GPU memory one database shard may take when db_batch is not given.
 _GPU_SHARD_FRACTION = 0.25
 _GPU_FALLBACK_SHARD_BYTES = 2 << 30
@@ -214,18 +212,6 @@ def search_gpu(
             best = merge_topk(best, result, k)
     assert best is not None
     return best
-
-
-def resolve_gpu_ids(gpu_ids: Sequence[int] | None) -> list[int]:
-    """The faiss GPU ids to search on (None: every GPU faiss sees)."""
-    available = runtime.faiss_gpu_count()
-    ids = list(range(available)) if gpu_ids is None else [int(g) for g in gpu_ids]
-    if not ids:
-        raise AssocmemError("gpu_ids is empty")
-    bad = [g for g in ids if not 0 <= g < available]
-    if bad:
-        raise AssocmemError(f"gpu_ids {bad} out of range: faiss sees {available} GPU(s)")
-    return ids
 
 
 def default_gpu_db_batch(dim: int, devices: list[int]) -> int:

@@ -11,29 +11,23 @@ exactly in float64, and queries whose candidate pool could still hide a closer r
 the float32 error measured on that pool) are searched again with a larger pool; see
 :func:`_verified_search`. Ties in exact distance go to the smaller row id.
 
-Each candidate search is logged at DEBUG on this module's logger: queries, pool size and engine
-(``faiss``, ``onednn`` or ``gpu``).
+Each candidate search is logged at DEBUG on this module's logger: queries, pool size and engine kind
+(:data:`assocmem.knn.engine.KINDS`).
 """
 
 from __future__ import annotations
 
 import logging
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 import numpy as np
 
 from assocmem import runtime
 from assocmem.errors import AssocmemError
 from assocmem.knn.duplicates import duplicate_groups, expand_groups
-from assocmem.knn.engines import (
-    GPU_MAX_K,
-    default_gpu_db_batch,
-    resolve_cpu_engine,
-    resolve_gpu_ids,
-    search_cpu,
-    search_gpu,
-)
+from assocmem.knn.engine import Engine, resolve_engine
+from assocmem.knn.engines import default_gpu_db_batch, search_cpu, search_gpu
 from assocmem.knn.inputs import as_exclude_ids, as_matrix, check_positive
 from assocmem.knn.shards import Shards, squared_norms
 from assocmem.knn.topk import drop_excluded, sort_by_distance_then_id
@@ -57,15 +51,12 @@ def knn(
     queries: np.ndarray,
     k: int,
     *,
-    device: str = "auto",
+    engine: Engine | None = None,
     query_batch: int = DEFAULT_QUERY_BATCH,
     db_batch: int | None = None,
     exclude_ids: np.ndarray | None = None,
-    gpu_ids: Sequence[int] | None = None,
     refine: bool = True,
     center: bool = True,
-    threads: int | None = None,
-    cpu_engine: str = "auto",
     max_pool: int = DEFAULT_MAX_POOL,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Exact k nearest neighbours of each query row among the database rows (L2).
@@ -73,21 +64,18 @@ def knn(
     Returns ``(distances, ids)``: float32 (Q, k) Euclidean distances, ascending, ties ordered by id,
     and int64 (Q, k) database row numbers.
 
-    ``exclude_ids[q]`` is removed from query q's result by id (self-match removal): k+1 neighbours
-    are searched and that id dropped, or the last column when it was not among them.
-    ``db_batch`` splits the database into shards of that many rows whose results are merged
-    (CPU default: no split; GPU default: sized from free GPU memory); shards go round-robin to
-    ``gpu_ids`` (default: every GPU). ``center`` subtracts the database mean from both sides before
-    the float32 search and ``refine`` recomputes the candidates' distances exactly in float64
-    (see module docstring); both leave the exact answer unchanged and only remove rounding error.
-    With ``center`` and a single shard, a centred copy of the database is held in memory; pass
-    ``db_batch`` to bound that for databases near the RAM size. ``cpu_engine`` computes the float32
-    candidate search on CPU: ``faiss`` (faiss.knn, on faiss's bundled OpenBLAS), ``onednn`` (the distance
-    GEMM through oneDNN, then torch.topk; see :func:`assocmem.knn.engines.gemm_knn`) or ``auto`` (the faster of the
-    two at this search's shape on this host, timed and cached; see :func:`assocmem.knn.engines.choose_cpu_engine`).
-    ``threads`` go to :func:`assocmem.runtime.set_threads` (None: $OMP_NUM_THREADS or all cores).
-    ``max_pool`` caps the candidates one query's verified refine searches (on GPU also ``GPU_MAX_K``): queries
-    still unsettled at the cap are accepted with a RuntimeWarning.
+    ``engine`` computes the float32 candidate search (:class:`assocmem.knn.engine.Engine`; None: resolved here,
+    :func:`assocmem.knn.engine.resolve_engine` with device and CPU engine ``auto``, timed at this search's shape),
+    and sets the threads (None keeps the job's). ``exclude_ids[q]`` is removed from query q's result by id
+    (self-match removal): k+1 neighbours are searched and that id dropped, or the last column when it was not among
+    them. ``db_batch`` splits the database into shards of that many rows whose results are merged (CPU default: no
+    split; GPU default: sized from free GPU memory); faiss-gpu deals the shards round-robin to its GPUs.
+    ``center`` subtracts the database mean from both sides before the float32 search and ``refine`` recomputes the
+    candidates' distances exactly in float64 (see module docstring); both leave the exact answer unchanged and only
+    remove rounding error. With ``center`` and a single shard, a centred copy of the database is held in memory;
+    pass ``db_batch`` to bound that for databases near the RAM size. ``max_pool`` caps the candidates one query's
+    verified refine searches (on faiss-gpu also ``GPU_MAX_K``): queries still unsettled at the cap are accepted
+    with a RuntimeWarning.
     """
     same_array = queries is database
     database = as_matrix("database", database)
@@ -107,20 +95,19 @@ def knn(
             + (" (one excluded per query)" if exclude is not None else "")
             + f", so k <= {available}"
         )
-    resolved = runtime.resolve_device(device, faiss=True, key="neighbours.device")
-    runtime.set_threads(threads)
-    devices = resolve_gpu_ids(gpu_ids) if resolved != "cpu" else []
-    search_shape = (queries.shape[0], database.shape[0], database.shape[1], k_search)
-    engine = None if devices else resolve_cpu_engine(cpu_engine, search_shape)
-    if devices and k_search > GPU_MAX_K:
-        raise AssocmemError(f"k={k_search} (with the excluded self match) exceeds the GPU limit {GPU_MAX_K}")
+    if engine is None:
+        engine = resolve_engine("auto", "auto", (queries.shape[0], database.shape[0], database.shape[1], k_search))
+    runtime.set_threads(engine.threads)
+    if engine.max_pool is not None and k_search > engine.max_pool:
+        raise AssocmemError(f"k={k_search} (with the excluded self match) exceeds the {engine.kind} limit "
+                            f"{engine.max_pool}")
     if refine:
-        pool_cap = min(int(max_pool), GPU_MAX_K) if devices else int(max_pool)
-        sq_dist, cand = _exact_search(database, queries, same_array, k_search, devices, int(query_batch),
-                                      db_batch, center, engine, pool_cap)
+        pool_cap = int(max_pool) if engine.max_pool is None else min(int(max_pool), engine.max_pool)
+        sq_dist, cand = _exact_search(database, queries, same_array, k_search, engine, int(query_batch),
+                                      db_batch, center, pool_cap)
     else:
-        shards = Shards(database, _shard_rows(database, db_batch, devices), center)
-        search = _searcher(shards, shards.centre(queries, same_array), devices, int(query_batch), engine)
+        shards = Shards(database, _shard_rows(database, db_batch, engine), center)
+        search = _searcher(shards, shards.centre(queries, same_array), engine, int(query_batch))
         sq_dist, cand = sort_by_distance_then_id(*search(None, k_search))
     dist = np.sqrt(np.maximum(sq_dist, 0.0)).astype(np.float32)
     if exclude is not None:
@@ -128,30 +115,28 @@ def knn(
     return dist, cand
 
 
-def _shard_rows(database: np.ndarray, db_batch: int | None, devices: list[int]) -> int | None:
-    if devices and db_batch is None:  # at least one shard per GPU
-        per_device = -(-database.shape[0] // len(devices))
-        return min(per_device, default_gpu_db_batch(database.shape[1], devices))
+def _shard_rows(database: np.ndarray, db_batch: int | None, engine: Engine) -> int | None:
+    if engine.kind == "faiss-gpu" and db_batch is None:  # at least one shard per GPU
+        per_device = -(-database.shape[0] // len(engine.gpu_ids))
+        return min(per_device, default_gpu_db_batch(database.shape[1], list(engine.gpu_ids)))
     return db_batch
 
 
-def _searcher(shards: Shards, search_queries: np.ndarray, devices: list[int], query_batch: int,
-              engine: str | None) -> Search:
+def _searcher(shards: Shards, search_queries: np.ndarray, engine: Engine, query_batch: int) -> Search:
     """search(rows, pool): the pool nearest (float32 squared distance, shard row) of the given query rows."""
 
     def search(rows: np.ndarray | None, pool: int) -> tuple[np.ndarray, np.ndarray]:
         subset = search_queries if rows is None else search_queries[rows]
-        log.debug("knn search: %d queries, pool %d, engine %s", subset.shape[0], pool,
-                  "gpu" if devices else engine or "faiss")
-        if devices:
-            return search_gpu(shards, subset, pool, query_batch, devices)
-        return search_cpu(shards, subset, pool, query_batch, engine or "faiss")
+        log.debug("knn search: %d queries, pool %d, engine %s", subset.shape[0], pool, engine.kind)
+        if engine.kind == "faiss-gpu":
+            return search_gpu(shards, subset, pool, query_batch, list(engine.gpu_ids))
+        return search_cpu(shards, subset, pool, query_batch, engine.kind)
 
     return search
 
 
-def _exact_search(database: np.ndarray, queries: np.ndarray, same_array: bool, k: int, devices: list[int],
-                  query_batch: int, db_batch: int | None, center: bool, engine: str | None, pool_cap: int
+def _exact_search(database: np.ndarray, queries: np.ndarray, same_array: bool, k: int, engine: Engine,
+                  query_batch: int, db_batch: int | None, center: bool, pool_cap: int
                   ) -> tuple[np.ndarray, np.ndarray]:
     """k best (exact float64 squared distance, row) per query, ties to the smaller row.
 
@@ -168,9 +153,9 @@ def _exact_search(database: np.ndarray, queries: np.ndarray, same_array: bool, k
     else:
         q_groups = duplicate_groups(queries, 1)
         unique_queries = queries if q_groups is None else queries[q_groups.first_row]
-    shards = Shards(unique_db, _shard_rows(unique_db, db_batch, devices), center)
+    shards = Shards(unique_db, _shard_rows(unique_db, db_batch, engine), center)
     search_queries = shards.centre(unique_queries, unique_queries is unique_db)
-    search = _searcher(shards, search_queries, devices, query_batch, engine)
+    search = _searcher(shards, search_queries, engine, query_batch)
     max_pool = max(k, min(unique_db.shape[0], pool_cap))
     k_unique = min(k, unique_db.shape[0])
     sq_dist, cand = _verified_search(search, shards, unique_queries, search_queries, k_unique, max_pool)

@@ -11,7 +11,7 @@ import pandas as pd
 
 from assocmem import runtime
 from assocmem.errors import AssocmemError
-from assocmem.knn.engines import resolve_gpu_ids
+from assocmem.knn.engine import Engine, resolve_engine
 from assocmem.knn.exact import knn
 from assocmem.knn.inputs import as_matrix, check_positive
 from assocmem.knn.protocols import neighbour_frame, nested_subsample_rows
@@ -36,13 +36,13 @@ def ivf_search(
     nlist: int,
     nprobe: int,
     seed: int = 0,
-    device: str = "auto",
+    engine: Engine | None = None,
     train_size: int | None = None,
-    threads: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Approximate k-NN with faiss.IndexIVFFlat trained on a seeded sample of ``train_size`` rows
-    (default min(N, 256*nlist)). Returns (Euclidean float32 distances, int64 ids); a query whose
-    probed lists hold fewer than k rows gets id -1 / distance inf in the missing slots."""
+    (default min(N, 256*nlist)), on the GPU where ``engine`` is faiss-gpu, else on the CPU (default engine:
+    :func:`assocmem.knn.engine.resolve_engine`'s ``auto``). Returns (Euclidean float32 distances, int64 ids);
+    a query whose probed lists hold fewer than k rows gets id -1 / distance inf in the missing slots."""
     database = as_matrix("database", database)
     queries = as_matrix("queries", queries)
     n_rows, dim = database.shape
@@ -57,8 +57,8 @@ def ivf_search(
     n_train = min(n_rows, 256 * nlist) if train_size is None else min(n_rows, int(train_size))
     if n_train < nlist:
         raise AssocmemError(f"IVF training needs at least nlist={nlist} rows, have {n_train}")
-    resolved = runtime.resolve_device(device, faiss=True, key="neighbours.device")
-    runtime.set_threads(threads)
+    engine = resolve_engine("auto") if engine is None else engine
+    runtime.set_threads(engine.threads)
 
     quantizer = faiss.IndexFlatL2(dim)
     index = faiss.IndexIVFFlat(quantizer, dim, int(nlist), faiss.METRIC_L2)
@@ -67,9 +67,9 @@ def ivf_search(
     index.train(database[train_rows])
     index.add(database)
     index.nprobe = int(nprobe)
-    if resolved != "cpu":
+    if engine.kind == "faiss-gpu":
         resources = faiss.StandardGpuResources()
-        index = faiss.index_cpu_to_gpu(resources, resolve_gpu_ids(None)[0], index)
+        index = faiss.index_cpu_to_gpu(resources, engine.gpu_ids[0], index)
     sq_dist, ids = index.search(queries, int(k))
     dist = np.sqrt(np.maximum(sq_dist, 0.0)).astype(np.float32)
     dist[ids < 0] = np.inf
@@ -101,16 +101,16 @@ def ivf_with_recall(
     nprobe: int,
     sample: int,
     seed: int = 0,
-    device: str = "auto",
+    engine: Engine | None = None,
 ) -> IvfResult:
     """IVF search for all queries, plus recall@k against exact search on ``sample`` seeded query rows."""
     check_positive("sample", sample)
-    dist, ids = ivf_search(database, queries, k, nlist=nlist, nprobe=nprobe, seed=seed, device=device)
+    dist, ids = ivf_search(database, queries, k, nlist=nlist, nprobe=nprobe, seed=seed, engine=engine)
     n_queries = ids.shape[0]
     sample_rows = np.sort(
         np.random.default_rng(seed).choice(n_queries, size=min(int(sample), n_queries), replace=False)
     ).astype(np.int64)
-    _, exact_ids = knn(database, np.asarray(queries)[sample_rows], k, device=device)
+    _, exact_ids = knn(database, np.asarray(queries)[sample_rows], k, engine=engine)
     return IvfResult(dist, ids, recall_at_k(exact_ids, ids[sample_rows]), sample_rows)
 
 
@@ -123,7 +123,7 @@ def ivf_self_search(
     nprobe: int,
     sample: int,
     seed: int = 0,
-    device: str = "auto",
+    engine: Engine | None = None,
 ) -> tuple[pd.DataFrame, dict[float, float]]:
     """:func:`assocmem.knn.protocols.self_search` with an IVF index, for sets too large for exact search.
 
@@ -136,10 +136,10 @@ def ivf_self_search(
         subset = x if rows.size == x.shape[0] else x[rows]
         local = np.arange(rows.size, dtype=np.int64)
         dist, ids = ivf_search(subset, subset, k + 1, nlist=min(nlist, rows.size), nprobe=nprobe, seed=seed,
-                               device=device)
+                               engine=engine)
         dist, ids = drop_excluded(dist, ids, local)
         probe = np.sort(np.random.default_rng(seed).choice(rows.size, size=min(sample, rows.size), replace=False))
-        _, exact = knn(subset, subset[probe], k, device=device, exclude_ids=probe)
+        _, exact = knn(subset, subset[probe], k, engine=engine, exclude_ids=probe)
         recalls[float(fraction)] = recall_at_k(exact, ids[probe])
         frame = neighbour_frame(rows, np.where(ids >= 0, rows[np.maximum(ids, 0)], -1), dist)
         frame.insert(0, "fraction", float(fraction))
@@ -148,8 +148,8 @@ def ivf_self_search(
 
 
 def ivf_heldout_search(train_x: np.ndarray, query_x: np.ndarray, k: int, *, nlist: int, nprobe: int, sample: int,
-                       seed: int = 0, device: str = "auto") -> tuple[pd.DataFrame, float]:
+                       seed: int = 0, engine: Engine | None = None) -> tuple[pd.DataFrame, float]:
     """:func:`assocmem.knn.protocols.heldout_search` with an IVF index; returns the frame and recall@k on
     ``sample`` queries."""
-    result = ivf_with_recall(train_x, query_x, k, min(nlist, len(train_x)), nprobe, sample, seed, device)
+    result = ivf_with_recall(train_x, query_x, k, min(nlist, len(train_x)), nprobe, sample, seed, engine)
     return neighbour_frame(np.arange(result.ids.shape[0]), result.ids, result.distances), result.recall

@@ -40,13 +40,13 @@ def self_search(
     k: int,
     fractions: Sequence[float] = (0.25, 0.5, 0.75, 1.0),
     seed: int = 0,
-    device: str = "auto",
     **knn_options: Any,
 ) -> pd.DataFrame:
     """k nearest other rows of every row of x, within nested random subsamples of x.
 
     Columns: fraction, query_row, rank (1..k), neighbour_row, distance; rows refer to x. A row's
-    own id is excluded; exact duplicates of it are kept (at distance 0). ``knn_options`` go to :func:`knn`.
+    own id is excluded; exact duplicates of it are kept (at distance 0). ``knn_options`` (``engine`` among them)
+    go to :func:`knn`.
     """
     x = as_matrix("x", x)
     frames = []
@@ -59,16 +59,14 @@ def self_search(
             )
         subset = x if rows.size == x.shape[0] else x[rows]
         local = np.arange(rows.size, dtype=np.int64)
-        dist, ids = knn(subset, subset, k, device=device, exclude_ids=local, **knn_options)
+        dist, ids = knn(subset, subset, k, exclude_ids=local, **knn_options)
         frame = neighbour_frame(rows, rows[ids], dist)
         frame.insert(0, "fraction", float(fraction))
         frames.append(frame)
     return pd.concat(frames, ignore_index=True)
 
 
-def heldout_search(
-    train_x: np.ndarray, query_x: np.ndarray, k: int, device: str = "auto", **knn_options: Any
-) -> pd.DataFrame:
+def heldout_search(train_x: np.ndarray, query_x: np.ndarray, k: int, **knn_options: Any) -> pd.DataFrame:
     """k nearest training rows of every held-out row. Columns: query_row, rank, neighbour_row, distance."""
-    dist, ids = knn(train_x, query_x, k, device=device, **knn_options)
+    dist, ids = knn(train_x, query_x, k, **knn_options)
     return neighbour_frame(np.arange(ids.shape[0]), ids, dist)

@@ -10,10 +10,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from assocmem import runtime
-from assocmem.autotune import Choice
 from assocmem.errors import AssocmemError
-from assocmem.knn.engines import choose_cpu_engine
+from assocmem.knn.engine import Engine, resolve_engine
 from assocmem.knn.ivf import ivf_heldout_search, ivf_self_search
 from assocmem.knn.protocols import heldout_search, self_search
 from assocmem.knn.radius import radius_searches, rms_norm
@@ -51,46 +49,48 @@ def summarise(df: pd.DataFrame, group_cols: Sequence[str]) -> pd.DataFrame:
     return stats.reset_index(drop=True)[list(SUMMARY_COLUMNS)]
 
 
-def search_layer(x: np.ndarray, q: np.ndarray, cfg: dict[str, Any], seed: int
+def search_layer(x: np.ndarray, q: np.ndarray, cfg: dict[str, Any], seed: int, engine: Engine | None = None
                  ) -> tuple[pd.DataFrame, pd.DataFrame, list[dict[str, Any]]]:
     """Self-search of one layer's training activations at every subsample fraction, and held-out queries
-    against them: exact (default) or IVF, which also returns its measured recall@k."""
-    k, fractions, device = cfg["k"], tuple(cfg["fractions"]), cfg["device"]
+    against them: exact (default) or IVF, which also returns its measured recall@k. ``engine``: the job's
+    (:func:`job_engine`; None: resolved from ``cfg`` here)."""
+    k, fractions = cfg["k"], tuple(cfg["fractions"])
+    if engine is None:
+        engine = resolve_engine(cfg["device"], cfg.get("cpu_engine", "auto"))
     if cfg["method"] == "exact":
-        engine = cfg.get("cpu_engine", "auto")
-        return (self_search(x, k, fractions=fractions, seed=seed, device=device, cpu_engine=engine),
-                heldout_search(x, q, k, device=device, cpu_engine=engine), [])
+        return (self_search(x, k, fractions=fractions, seed=seed, engine=engine),
+                heldout_search(x, q, k, engine=engine), [])
     ivf = {"nlist": cfg["nlist"], "nprobe": cfg["nprobe"], "sample": cfg["recall_sample"], "seed": seed,
-           "device": device}
+           "engine": engine}
     self_df, self_recall = ivf_self_search(x, k, fractions, **ivf)
     held_df, held_recall = ivf_heldout_search(x, q, k, **ivf)
     recall = [{"fraction": f, "protocol": "self", "recall_at_k": r} for f, r in self_recall.items()]
     return self_df, held_df, recall + [{"fraction": 1.0, "protocol": "heldout", "recall_at_k": held_recall}]
 
 
-def job_cpu_engine(cfg: dict[str, Any], n_train: int, n_heldout: int, n_radius: int, dim: int) -> Choice:
-    """The CPU engine of a whole neighbours job (:func:`assocmem.knn.engines.choose_cpu_engine`), timed at its
-    largest exact search: the radius test's sample (at most ``radius_sample_max`` of its ``n_radius`` rows) against
-    itself and, for ``method: exact``, the self-search of all ``n_train`` rows and the ``n_heldout`` held-out
-    queries against them. On a GPU neither engine runs (``how``: ``device``)."""
-    engine = cfg.get("cpu_engine", "auto")
-    if runtime.resolve_device(cfg["device"], faiss=True, key="neighbours.device") != "cpu":
-        return Choice(engine, "device")
+def job_engine(cfg: dict[str, Any], n_train: int, n_heldout: int, n_radius: int, dim: int,
+               threads: int | None = None) -> Engine:
+    """The engine of a whole neighbours job (:func:`assocmem.knn.engine.resolve_engine`); on the CPU its engine is
+    timed at the job's largest exact search: the radius test's sample (at most ``radius_sample_max`` of its
+    ``n_radius`` rows) against itself and, for ``method: exact``, the self-search of all ``n_train`` rows and the
+    ``n_heldout`` held-out queries against them."""
     radius = min(n_radius, cfg.get("radius_sample_max") or n_radius)
     searches = [(radius, radius)] + ([(n_train, n_train), (n_heldout, n_train)] if cfg["method"] == "exact" else [])
     queries, rows = max(searches, key=lambda search: search[0] * search[1])
-    return choose_cpu_engine(engine, (queries, rows, dim, int(cfg["k"]) + 1))
+    return resolve_engine(cfg["device"], cfg.get("cpu_engine", "auto"), (queries, rows, dim, int(cfg["k"]) + 1),
+                          threads=threads)
 
 
 def search_activations(train: np.ndarray, heldout: np.ndarray, layers: Sequence[str], cfg: dict[str, Any],
-                       seed: int) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """Every layer of (n_layers, n_chunks, d) activation arrays: (self frame, held-out frame, summary)."""
-    log.info("BLAS for exact search: %s; CPU engine: %s", check_blas_core(), cfg.get("cpu_engine", "auto"))
+                       seed: int, engine: Engine | None = None) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """Every layer of (n_layers, n_chunks, d) activation arrays: (self frame, held-out frame, summary), on the
+    job's ``engine`` (None: resolved from ``cfg`` per layer)."""
+    log.info("BLAS for exact search: %s; engine: %s", check_blas_core(), engine)
     self_frames, held_frames, recalls = [], [], []
     for slot, layer in enumerate(layers):
         x = np.ascontiguousarray(train[slot], dtype=np.float32)
         q = np.ascontiguousarray(heldout[slot], dtype=np.float32)
-        self_df, held_df, recall = search_layer(x, q, cfg, seed)
+        self_df, held_df, recall = search_layer(x, q, cfg, seed, engine)
         self_frames.append(self_df.assign(layer=layer))
         held_frames.append(held_df.assign(layer=layer))
         recalls += [{"layer": layer, **row} for row in recall]
@@ -108,12 +108,15 @@ def search_activations(train: np.ndarray, heldout: np.ndarray, layers: Sequence[
 
 
 def search_radius(sample: np.ndarray, train: np.ndarray, layers: Sequence[str], cfg: dict[str, Any], seed: int,
-                  affine: tuple[np.ndarray, np.ndarray] | None) -> tuple[pd.DataFrame, dict[str, Any]]:
+                  affine: tuple[np.ndarray, np.ndarray] | None, engine: Engine | None = None
+                  ) -> tuple[pd.DataFrame, dict[str, Any]]:
     """The radius test's searches (see :mod:`.radius`) on its last-layer sample (n_chunks, d), always exact, up to
     ``cfg["radius_sample_max"]`` distinct rows, with the RMS norm of every layer of the (n_layers, n_chunks, d)
     training activations. ``affine``: the final norm's (gain, bias) when the last layer is its output, else
-    None."""
+    None. ``engine``: the job's (None: resolved from ``cfg``)."""
+    if engine is None:
+        engine = resolve_engine(cfg["device"], cfg.get("cpu_engine", "auto"))
     frame, numbers = radius_searches(sample, cfg["fractions"], seed, affine, max_size=cfg.get("radius_sample_max"),
-                                     device=cfg["device"], cpu_engine=cfg.get("cpu_engine", "auto"))
+                                     engine=engine)
     numbers.update(layer=layers[-1], layer_rms_norm={layer: rms_norm(train[slot]) for slot, layer in enumerate(layers)})
     return frame, numbers

@@ -8,7 +8,7 @@ import sys
 from assocmem.errors import AssocmemError
 from assocmem.runtime.blas import import_faiss
 
-DEVICE_NAMES = ("auto", "cpu", "cuda", "gpu")
+DEVICE_NAMES = ("auto", "cpu", "cuda")
 
 
 def cuda_available() -> bool:
@@ -28,25 +28,24 @@ def faiss_gpu_count() -> int:
         return 0
 
 
-def resolve_device(name: str | None = "auto", *, faiss: bool = False, key: str = "device") -> str:
+def resolve_device(name: str | None = "auto", *, key: str = "device") -> str:
     """Map a configured device to ``"cpu"`` or ``"cuda"`` (``"cuda:N"`` is kept).
 
-    ``auto`` (or None) picks CUDA when it is usable; ``gpu`` is an alias of ``cuda``. With ``faiss=True``
-    CUDA is usable only when faiss has GPU support too. Asking for an absent GPU is an error naming ``key``.
-    """
+    ``auto`` (or None) picks CUDA when torch can use it. Asking for an absent GPU is an error naming ``key``; so is
+    the old spelling ``gpu`` (write ``cuda``: one spelling across the config)."""
     wanted = "auto" if name is None else str(name).lower()
     base = wanted.split(":", 1)[0]
+    if base == "gpu":
+        raise AssocmemError(f"{key}: 'gpu' is no longer a device name; write cuda (or cuda:N)")
     if base not in DEVICE_NAMES:
         raise AssocmemError(f"{key}: unknown device {name!r}; use one of {DEVICE_NAMES}")
-    usable = faiss_gpu_count() > 0 if faiss else cuda_available()
     if base == "cpu":
         return "cpu"
     if base == "auto":
-        return "cuda" if usable else "cpu"
-    if not usable:
-        what = "faiss has no GPU support or sees no GPU" if faiss else "CUDA is not available"
-        raise AssocmemError(f"{key}: {name!r} requested but {what}")
-    return "cuda" + wanted[len(base):] if base == "cuda" else "cuda"
+        return "cuda" if cuda_available() else "cpu"
+    if not cuda_available():
+        raise AssocmemError(f"{key}: {name!r} requested but CUDA is not available")
+    return wanted
 
 
 def granted_threads(requested: int) -> int:

@@ -9,7 +9,7 @@ import pytest
 
 from assocmem import layout
 from assocmem.errors import AssocmemError
-from assocmem.knn import SUMMARY_COLUMNS, search_activations
+from assocmem.knn import SUMMARY_COLUMNS, Engine, search_activations
 from assocmem.knn.radius import RADIUS_COLUMNS as RADIUS_FRAME_COLUMNS
 from assocmem.knn.radius import radius_searches
 from assocmem.tables import (
@@ -37,7 +37,7 @@ def searched():
     heldout = rng.normal(size=(len(LAYERS), 13, 8)).astype(np.float32)
     self_df, held_df, summary = search_activations(train, heldout, LAYERS, CFG, seed=1)
     meta = {"layers": LAYERS, "splits": {"train": {"n_chunks": 47}, "heldout": {"n_chunks": 13}}}
-    radius, numbers = radius_searches(train[-1], CFG["fractions"], 1, device="cpu")
+    radius, numbers = radius_searches(train[-1], CFG["fractions"], 1, engine=Engine("faiss"))
     tables = {"nn_summary": summary, "nn_self": self_df, "nn_heldout": held_df, "nn_radius": radius}
     return tables, meta, numbers
 
@@ -74,7 +74,7 @@ def test_radius_rows_with_and_without_the_gain_free_set(max_size):
     vectors[5] = vectors[4]  # a duplicate: one distinct vector fewer
     affine = (np.full(6, 2.0), np.zeros(6))
     for given in (None, affine):
-        frame, numbers = radius_searches(vectors, [0.01, 0.5, 1.0], 0, given, max_size=max_size, device="cpu")
+        frame, numbers = radius_searches(vectors, [0.01, 0.5, 1.0], 0, given, max_size=max_size, engine=Engine("faiss"))
         assert len(frame) == radius_rows(numbers)  # 0.01 of 39 is 0 rows: skipped
 
 

@@ -14,7 +14,7 @@ from helpers import FakeTimer, fake_timer_installer
 from assocmem.gemm import onednn_available
 from assocmem.knn import engines, stage
 from assocmem.knn.engines import TIMING_MIN_MACS, TIMING_QUERIES, choose_cpu_engine, engine_searches
-from assocmem.knn.stage import job_cpu_engine
+from assocmem.knn.stage import job_engine
 
 BIG = (16384, 80000, 64, 11)  # the default config's radius search: 80,000 x 80,000 x 64
 
@@ -60,11 +60,11 @@ def test_the_timed_database_is_capped(fake, tmp_path: Path) -> None:
 
 def test_the_stage_times_its_largest_search(monkeypatch: pytest.MonkeyPatch) -> None:
     seen = []
-    monkeypatch.setattr(stage, "choose_cpu_engine", lambda engine, search: seen.append((engine, search)))
+    monkeypatch.setattr(stage, "resolve_engine", lambda device, engine, search, **_: seen.append((engine, search)))
     cfg = {"k": 10, "device": "cpu", "method": "exact", "cpu_engine": "auto", "radius_sample_max": 80000}
-    job_cpu_engine(cfg, n_train=2000, n_heldout=2000, n_radius=100000, dim=64)  # the radius test: 80,000 rows
-    job_cpu_engine({**cfg, "radius_sample_max": None}, n_train=5000, n_heldout=9000, n_radius=300, dim=8)
-    job_cpu_engine({**cfg, "method": "ivf"}, n_train=10**6, n_heldout=10**6, n_radius=3000, dim=8)  # radius only
+    job_engine(cfg, n_train=2000, n_heldout=2000, n_radius=100000, dim=64)  # the radius test: 80,000 rows
+    job_engine({**cfg, "radius_sample_max": None}, n_train=5000, n_heldout=9000, n_radius=300, dim=8)
+    job_engine({**cfg, "method": "ivf"}, n_train=10**6, n_heldout=10**6, n_radius=3000, dim=8)  # radius only
     assert seen == [("auto", (80000, 80000, 64, 11)), ("auto", (9000, 5000, 8, 11)), ("auto", (3000, 3000, 8, 11))]
 
 

@@ -9,7 +9,6 @@ import os
 import subprocess
 import sys
 import warnings
-from functools import partial
 
 import numpy as np
 import pandas as pd
@@ -22,6 +21,7 @@ from assocmem.errors import AssocmemError
 from assocmem.gemm import onednn_available
 from assocmem.knn import (
     SUMMARY_COLUMNS,
+    Engine,
     GemmBlocks,
     duplicate_groups,
     gemm_knn,
@@ -32,6 +32,7 @@ from assocmem.knn import (
     nested_subsample_rows,
     recall_at_k,
     resolve_cpu_engine,
+    resolve_engine,
     search_layer,
     self_search,
     summarise,
@@ -44,6 +45,7 @@ RTOL = 1e-4
 ATOL = 1e-6
 HAS_GPU = faiss_gpu_count() > 0
 needs_gpu = pytest.mark.skipif(not HAS_GPU, reason="faiss sees no CUDA GPU")
+CPU = Engine("faiss")
 
 
 @pytest.fixture(autouse=True)
@@ -93,7 +95,7 @@ def assert_valid_knn(dist, ids, database, queries, k, exclude=None) -> None:
 @pytest.mark.parametrize("refine", [True, False])
 def test_knn_matches_numpy_reference(refine: bool) -> None:
     database, queries = gaussian(400, 32, seed=1), gaussian(60, 32, seed=2)
-    dist, ids = knn(database, queries, 7, device="cpu", refine=refine)
+    dist, ids = knn(database, queries, 7, engine=CPU, refine=refine)
     assert_valid_knn(dist, ids, database, queries, 7)
     _, ref_ids = reference_knn(reference_distances(database, queries), 7)
     np.testing.assert_array_equal(ids, ref_ids)  # continuous random data: no ties
@@ -102,7 +104,7 @@ def test_knn_matches_numpy_reference(refine: bool) -> None:
 def test_self_exclusion_matches_reference() -> None:
     x = gaussian(300, 16, seed=3)
     rows = np.arange(300)
-    dist, ids = knn(x, x, 5, device="cpu", exclude_ids=rows, query_batch=37)
+    dist, ids = knn(x, x, 5, engine=CPU, exclude_ids=rows, query_batch=37)
     assert_valid_knn(dist, ids, x, x, 5, exclude=rows)
     _, ref_ids = reference_knn(reference_distances(x, x, rows), 5)
     np.testing.assert_array_equal(ids, ref_ids)
@@ -113,7 +115,7 @@ def test_duplicates_self_removed_by_id_and_duplicate_kept_at_zero() -> None:
     x = gaussian(200, 64, seed=4, offset=100.0)
     x[[17, 150]] = x[5]  # rows 5, 17 and 150 are identical
     rows = np.arange(200)
-    dist, ids = knn(x, x, 3, device="cpu", exclude_ids=rows)
+    dist, ids = knn(x, x, 3, engine=CPU, exclude_ids=rows)
     for query, others in ((5, {17, 150}), (17, {5, 150}), (150, {5, 17})):
         assert set(ids[query, :2].tolist()) == others
         assert dist[query, 0] == 0.0 and dist[query, 1] == 0.0
@@ -129,7 +131,7 @@ def test_verified_refine_is_exact_when_float32_cancellation_misranks() -> None:
     x = rng.standard_normal((300, 512)).astype(np.float32)
     x[:, [3, 7]] += 1e4 * rng.choice([-1, 1], size=(300, 1)).astype(np.float32)
     rows = np.arange(300)
-    dist, ids = knn(x, x, 4, device="cpu", exclude_ids=rows)
+    dist, ids = knn(x, x, 4, engine=CPU, exclude_ids=rows)
     full = reference_distances(x, x, rows)
     ref_dist, ref_ids = reference_knn(full, 4)
     np.testing.assert_array_equal(ids, ref_ids)
@@ -146,7 +148,7 @@ def test_pool_cap_warns_and_stays_within_the_float32_error(engine: str) -> None:
     x[:40, 0] += np.arange(40, dtype=np.float32) * 1e-5
     rows = np.arange(100)
     with pytest.warns(RuntimeWarning, match="queries still had candidates"):
-        dist, ids = knn(x, x, 3, device="cpu", exclude_ids=rows, cpu_engine=engine, max_pool=16)
+        dist, ids = knn(x, x, 3, engine=Engine(engine), exclude_ids=rows, max_pool=16)
     assert (dist[:40] < 1e-3).all() and (ids[:40] < 40).all()
     full = reference_distances(x, x, rows)
     ref_dist, ref_ids = reference_knn(full, 3)
@@ -168,7 +170,7 @@ def test_duplicate_group_larger_than_the_pool_is_searched_once(caplog: pytest.Lo
     x[:200] = x[7]  # one group of 200 equal rows, far more than the pool cap
     rows = np.arange(300)
     with caplog.at_level(logging.DEBUG, logger="assocmem.knn.exact"):
-        dist, ids = knn(x, x, 3, device="cpu", exclude_ids=rows, max_pool=16)
+        dist, ids = knn(x, x, 3, engine=CPU, exclude_ids=rows, max_pool=16)
     pools = [(queries, pool) for queries, pool, _ in candidate_searches(caplog)]
     assert pools == [(101, 3 + 1 + 8)]  # the 101 distinct rows, one round, no pool growth
     _, ref_ids = reference_knn(reference_distances(x, x, rows), 3)
@@ -180,10 +182,10 @@ def test_duplicate_group_larger_than_the_pool_is_searched_once(caplog: pytest.Lo
 
 def test_self_id_absent_from_candidates_drops_last_column() -> None:
     database, queries = gaussian(100, 8, seed=5), gaussian(20, 8, seed=6)
-    plain_dist, plain_ids = knn(database, queries, 4, device="cpu")
+    plain_dist, plain_ids = knn(database, queries, 4, engine=CPU)
     # -1 never matches, and row 99 is (almost surely) not within every query's 5 nearest.
     for exclude in (np.full(20, -1), np.full(20, 99)):
-        dist, ids = knn(database, queries, 4, device="cpu", exclude_ids=exclude)
+        dist, ids = knn(database, queries, 4, engine=CPU, exclude_ids=exclude)
         keep = ~(plain_ids == 99).any(axis=1)
         np.testing.assert_array_equal(ids[keep], plain_ids[keep])
         np.testing.assert_array_equal(dist[keep], plain_dist[keep])
@@ -193,21 +195,21 @@ def test_many_duplicates_with_self_beyond_k_plus_one() -> None:
     x = np.zeros((6, 3), dtype=np.float32)
     x[5] = 1.0
     # Query row 4 has four exact duplicates (rows 0-3) with smaller ids; k=2 keeps two of them at 0.
-    dist, ids = knn(x, x[[4]], 2, device="cpu", exclude_ids=np.array([4]))
+    dist, ids = knn(x, x[[4]], 2, engine=CPU, exclude_ids=np.array([4]))
     np.testing.assert_array_equal(ids, [[0, 1]])
     np.testing.assert_array_equal(dist, [[0.0, 0.0]])
 
 
 def test_k_larger_than_available_raises() -> None:
     x = gaussian(10, 4)
-    dist, _ = knn(x, x, 10, device="cpu")  # k == N is fine without exclusion
+    dist, _ = knn(x, x, 10, engine=CPU)  # k == N is fine without exclusion
     assert dist.shape == (10, 10)
     with pytest.raises(AssocmemError, match="k=10 exceeds.*k <= 9"):
-        knn(x, x, 10, device="cpu", exclude_ids=np.arange(10))
+        knn(x, x, 10, engine=CPU, exclude_ids=np.arange(10))
     with pytest.raises(AssocmemError, match="k=11 exceeds"):
-        knn(x, x, 11, device="cpu")
+        knn(x, x, 11, engine=CPU)
     with pytest.raises(AssocmemError, match="too few for k=5"):
-        self_search(x, 5, fractions=(0.5,), device="cpu")
+        self_search(x, 5, fractions=(0.5,), engine=CPU)
 
 
 @pytest.mark.parametrize(
@@ -220,27 +222,27 @@ def test_k_larger_than_available_raises() -> None:
         ({"exclude_ids": np.zeros(5)}, "exclude_ids must be integers"),
         ({"k": 0}, "k must be >= 1"),
         ({"db_batch": 0}, "db_batch must be >= 1"),
-        ({"device": "tpu"}, "unknown device 'tpu'"),
+        ({"max_pool": 0}, "max_pool must be >= 1"),
     ],
 )
 def test_knn_input_errors(kwargs: dict, match: str) -> None:
-    args = {"database": gaussian(5, 3), "queries": gaussian(5, 3, seed=9), "k": 2, "device": "cpu"} | kwargs
+    args = {"database": gaussian(5, 3), "queries": gaussian(5, 3, seed=9), "k": 2, "engine": CPU} | kwargs
     with pytest.raises(AssocmemError, match=match):
         knn(**args)
 
 
 def test_thread_count_does_not_change_results() -> None:
     database, queries = gaussian(3000, 32, seed=27), gaussian(500, 32, seed=28)
-    one = knn(database, queries, 6, device="cpu", threads=1)
-    two = knn(database, queries, 6, device="cpu", threads=2)
+    one = knn(database, queries, 6, engine=Engine("faiss", threads=1))
+    two = knn(database, queries, 6, engine=Engine("faiss", threads=2))
     np.testing.assert_array_equal(one[0], two[0])
     np.testing.assert_array_equal(one[1], two[1])
 
 
 def test_knn_is_deterministic_and_accepts_float64() -> None:
     database, queries = gaussian(500, 24, seed=7), gaussian(50, 24, seed=8)
-    first = knn(database, queries, 6, device="cpu")
-    second = knn(database.astype(np.float64), queries, 6, device="cpu")
+    first = knn(database, queries, 6, engine=CPU)
+    second = knn(database.astype(np.float64), queries, 6, engine=CPU)
     np.testing.assert_array_equal(first[0], second[0])
     np.testing.assert_array_equal(first[1], second[1])
 
@@ -252,8 +254,8 @@ def test_knn_is_deterministic_and_accepts_float64() -> None:
 @pytest.mark.parametrize("refine", [True, False])
 def test_sharded_merge_equals_unsharded(db_batch: int, refine: bool) -> None:
     database, queries = gaussian(400, 16, seed=10), gaussian(45, 16, seed=11)
-    whole = knn(database, queries, 5, device="cpu", refine=refine)
-    sharded = knn(database, queries, 5, device="cpu", db_batch=db_batch, query_batch=13, refine=refine)
+    whole = knn(database, queries, 5, engine=CPU, refine=refine)
+    sharded = knn(database, queries, 5, engine=CPU, db_batch=db_batch, query_batch=13, refine=refine)
     np.testing.assert_array_equal(sharded[1], whole[1])
     np.testing.assert_allclose(sharded[0], whole[0], rtol=RTOL, atol=ATOL)
     if refine:  # same ids -> the same exactly recomputed distances
@@ -264,8 +266,8 @@ def test_sharded_merge_breaks_ties_like_unsharded() -> None:
     # Small-integer data: every distance is exact in float32, so ties are real and must go to the smaller id.
     x = np.random.default_rng(12).integers(-1, 2, size=(120, 3)).astype(np.float32)
     rows = np.arange(120)
-    whole = knn(x, x, 8, device="cpu", exclude_ids=rows)
-    sharded = knn(x, x, 8, device="cpu", exclude_ids=rows, db_batch=11, query_batch=17)
+    whole = knn(x, x, 8, engine=CPU, exclude_ids=rows)
+    sharded = knn(x, x, 8, engine=CPU, exclude_ids=rows, db_batch=11, query_batch=17)
     np.testing.assert_array_equal(sharded[0], whole[0])
     np.testing.assert_array_equal(sharded[1], whole[1])
     assert_valid_knn(*whole, x, x, 8, exclude=rows)
@@ -290,7 +292,7 @@ def test_nested_subsample_rows_are_nested_and_sized_by_round() -> None:
 
 def test_self_search_subsamples_nested_and_match_direct_knn() -> None:
     x = gaussian(240, 12, seed=13)
-    frame = self_search(x, 3, fractions=(0.25, 0.5, 1.0), seed=5, device="cpu")
+    frame = self_search(x, 3, fractions=(0.25, 0.5, 1.0), seed=5, engine=CPU)
     assert list(frame.columns) == ["fraction", "query_row", "rank", "neighbour_row", "distance"]
     previous: set[int] = set()
     for fraction, part in frame.groupby("fraction"):
@@ -305,13 +307,13 @@ def test_self_search_subsamples_nested_and_match_direct_knn() -> None:
         np.testing.assert_allclose(part["distance"].to_numpy().reshape(-1, 3), ref_dist, rtol=RTOL, atol=ATOL)
         np.testing.assert_array_equal(part["neighbour_row"].to_numpy().reshape(-1, 3), rows[ref_ids])
         previous = queries
-    pd.testing.assert_frame_equal(frame, self_search(x, 3, fractions=(0.25, 0.5, 1.0), seed=5, device="cpu"))
+    pd.testing.assert_frame_equal(frame, self_search(x, 3, fractions=(0.25, 0.5, 1.0), seed=5, engine=CPU))
 
 
 def test_self_search_nn_distance_shrinks_with_more_data() -> None:
     # A query present at every fraction can only gain candidates as the subsample grows.
     x = gaussian(400, 6, seed=14)
-    frame = self_search(x, 1, fractions=(0.25, 0.5, 1.0), seed=0, device="cpu")
+    frame = self_search(x, 1, fractions=(0.25, 0.5, 1.0), seed=0, engine=CPU)
     wide = frame.pivot(index="query_row", columns="fraction", values="distance").dropna()
     assert len(wide) == 100
     assert (wide[0.5] <= wide[0.25]).all() and (wide[1.0] <= wide[0.5]).all()
@@ -319,7 +321,7 @@ def test_self_search_nn_distance_shrinks_with_more_data() -> None:
 
 def test_heldout_search_matches_reference() -> None:
     train, held = gaussian(300, 10, seed=15), gaussian(40, 10, seed=16)
-    frame = heldout_search(train, held, 4, device="cpu")
+    frame = heldout_search(train, held, 4, engine=CPU)
     assert list(frame.columns) == ["query_row", "rank", "neighbour_row", "distance"]
     assert frame["query_row"].tolist() == np.repeat(np.arange(40), 4).tolist()
     ref_dist, ref_ids = reference_knn(reference_distances(train, held), 4)
@@ -341,22 +343,22 @@ def test_recall_at_k_hand_example() -> None:
 
 def test_ivf_full_probe_equals_exact() -> None:
     database, queries = gaussian(1000, 16, seed=17), gaussian(80, 16, seed=18)
-    dist, ids = ivf_search(database, queries, 5, nlist=8, nprobe=8, seed=0, device="cpu")
-    exact_dist, exact_ids = knn(database, queries, 5, device="cpu")
+    dist, ids = ivf_search(database, queries, 5, nlist=8, nprobe=8, seed=0, engine=CPU)
+    exact_dist, exact_ids = knn(database, queries, 5, engine=CPU)
     np.testing.assert_array_equal(ids, exact_ids)
     np.testing.assert_allclose(dist, exact_dist, rtol=RTOL, atol=ATOL)
-    result = ivf_with_recall(database, queries, 5, nlist=8, nprobe=8, sample=30, seed=0, device="cpu")
+    result = ivf_with_recall(database, queries, 5, nlist=8, nprobe=8, sample=30, seed=0, engine=CPU)
     assert result.recall == 1.0
     assert result.sample_rows.shape == (30,) and len(set(result.sample_rows.tolist())) == 30
 
 
 def test_ivf_partial_probe_recall_is_measured_not_assumed() -> None:
     database, queries = gaussian(2000, 16, seed=19), gaussian(100, 16, seed=20)
-    result = ivf_with_recall(database, queries, 10, nlist=32, nprobe=1, sample=100, seed=1, device="cpu")
-    _, exact_ids = knn(database, queries, 10, device="cpu")
+    result = ivf_with_recall(database, queries, 10, nlist=32, nprobe=1, sample=100, seed=1, engine=CPU)
+    _, exact_ids = knn(database, queries, 10, engine=CPU)
     assert result.recall == pytest.approx(recall_at_k(exact_ids, result.ids))
     assert 0.0 < result.recall < 1.0
-    again = ivf_with_recall(database, queries, 10, nlist=32, nprobe=1, sample=100, seed=1, device="cpu")
+    again = ivf_with_recall(database, queries, 10, nlist=32, nprobe=1, sample=100, seed=1, engine=CPU)
     np.testing.assert_array_equal(again.ids, result.ids)
     missing = result.ids < 0
     assert np.isinf(result.distances[missing]).all() and np.isfinite(result.distances[~missing]).all()
@@ -365,9 +367,9 @@ def test_ivf_partial_probe_recall_is_measured_not_assumed() -> None:
 def test_ivf_argument_errors() -> None:
     x = gaussian(50, 4)
     with pytest.raises(AssocmemError, match="nprobe=9 exceeds nlist=8"):
-        ivf_search(x, x, 2, nlist=8, nprobe=9, device="cpu")
+        ivf_search(x, x, 2, nlist=8, nprobe=9, engine=CPU)
     with pytest.raises(AssocmemError, match="at least nlist=64"):
-        ivf_search(x, x, 2, nlist=64, nprobe=1, device="cpu")
+        ivf_search(x, x, 2, nlist=64, nprobe=1, engine=CPU)
 
 
 # --------------------------------------------------------------------------- summarise
@@ -399,24 +401,13 @@ def test_summarise_rank_one_stats_per_group() -> None:
 # --------------------------------------------------------------------------- devices and threads
 
 
-faiss_device = partial(resolve_device, faiss=True, key="neighbours.device")  # as the k-NN resolves its device
-
-
 def test_resolve_device() -> None:
-    assert faiss_device("cpu") == "cpu"
-    assert faiss_device("auto") == ("cuda" if HAS_GPU else "cpu")
-    with pytest.raises(AssocmemError, match="neighbours.device: unknown device 'mps'"):
-        faiss_device("mps")
-    with pytest.raises(AssocmemError, match="neighbours.device: unknown device 'mps'"):
-        knn(gaussian(5, 2), gaussian(5, 2), 1, device="mps")
-
-
-@pytest.mark.skipif(HAS_GPU, reason="checks the no-GPU error")
-def test_gpu_requested_without_gpu_raises() -> None:
-    with pytest.raises(AssocmemError, match="requested but faiss has no GPU support or sees no GPU"):
-        faiss_device("gpu")
-    with pytest.raises(AssocmemError, match="requested but faiss has no GPU support or sees no GPU"):
-        knn(gaussian(5, 2), gaussian(5, 2), 1, device="gpu")
+    assert resolve_device("cpu") == "cpu"
+    assert resolve_device("auto") == ("cuda" if torch.cuda.is_available() else "cpu")
+    with pytest.raises(AssocmemError, match="train.device: unknown device 'mps'"):
+        resolve_device("mps", key="train.device")
+    with pytest.raises(AssocmemError, match="train.device: 'gpu' is no longer a device name; write cuda"):
+        resolve_device("gpu", key="train.device")
 
 
 def test_thread_count_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -483,10 +474,10 @@ FIXTURE_OK = [HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
 def test_property_self_knn_matches_reference(engine: str, case) -> None:
     x, k, db_batch = case
     rows = np.arange(len(x))
-    dist, ids = knn(x, x, k, device="cpu", exclude_ids=rows, db_batch=db_batch, query_batch=7, cpu_engine=engine)
+    dist, ids = knn(x, x, k, engine=Engine(engine), exclude_ids=rows, db_batch=db_batch, query_batch=7)
     assert_valid_knn(dist, ids, x, x, k, exclude=rows)
     assert np.all(np.diff(dist, axis=1) >= 0)
-    unsharded = knn(x, x, k, device="cpu", exclude_ids=rows, cpu_engine=engine)
+    unsharded = knn(x, x, k, engine=Engine(engine), exclude_ids=rows)
     np.testing.assert_array_equal(dist, unsharded[0])
     np.testing.assert_array_equal(ids, unsharded[1])
     # Every exact duplicate of a row must appear (at 0) before any positive distance.
@@ -512,11 +503,11 @@ def grid_points_with_heldout(draw):
 def test_property_duplicate_groups_give_the_exact_tie_order(engine: str, case) -> None:
     x, queries, k, db_batch = case
     rows = np.arange(len(x))
-    dist, ids = knn(x, x, k, device="cpu", exclude_ids=rows, db_batch=db_batch, query_batch=5, cpu_engine=engine)
+    dist, ids = knn(x, x, k, engine=Engine(engine), exclude_ids=rows, db_batch=db_batch, query_batch=5)
     ref_dist, ref_ids = reference_knn(reference_distances(x, x, rows), k)
     np.testing.assert_array_equal(ids, ref_ids)
     np.testing.assert_allclose(dist, ref_dist, rtol=1e-6)
-    dist, ids = knn(x, queries, k, device="cpu", db_batch=db_batch, cpu_engine=engine)
+    dist, ids = knn(x, queries, k, engine=Engine(engine), db_batch=db_batch)
     ref_dist, ref_ids = reference_knn(reference_distances(x, queries), k)
     np.testing.assert_array_equal(ids, ref_ids)
     np.testing.assert_allclose(dist, ref_dist, rtol=1e-6)
@@ -534,7 +525,7 @@ def test_duplicate_groups_survive_a_hash_collision() -> None:
     for collided, plain in zip(groups, expected, strict=True):
         np.testing.assert_array_equal(collided, plain)
     _, ref_ids = reference_knn(reference_distances(x, x, np.arange(60)), 4)
-    np.testing.assert_array_equal(knn(x, x, 4, device="cpu", exclude_ids=np.arange(60))[1], ref_ids)
+    np.testing.assert_array_equal(knn(x, x, 4, engine=CPU, exclude_ids=np.arange(60))[1], ref_ids)
 
 
 def test_duplicate_groups_keep_the_smallest_rows() -> None:
@@ -597,9 +588,9 @@ def test_property_self_search_nested(rows: int, dim: int, seed: int, fractions) 
     smallest = round(min(fractions) * rows)
     if smallest < 2:
         with pytest.raises(AssocmemError):
-            self_search(x, 1, fractions=fractions, seed=seed, device="cpu")
+            self_search(x, 1, fractions=fractions, seed=seed, engine=CPU)
         return
-    frame = self_search(x, 1, fractions=fractions, seed=seed, device="cpu")
+    frame = self_search(x, 1, fractions=fractions, seed=seed, engine=CPU)
     sets = [set(frame.loc[frame["fraction"] == f, "query_row"]) for f in fractions]
     assert all(a <= b for a, b in zip(sets, sets[1:], strict=False))
     assert [len(s) for s in sets] == [round(f * rows) for f in fractions]
@@ -613,8 +604,8 @@ def test_property_self_search_nested(rows: int, dim: int, seed: int, fractions) 
 def test_gpu_knn_matches_cpu() -> None:
     database, queries = gaussian(5000, 64, seed=21), gaussian(300, 64, seed=22)
     rows = np.arange(300)
-    cpu = knn(database, queries, 10, device="cpu", exclude_ids=rows)
-    gpu = knn(database, queries, 10, device="gpu", exclude_ids=rows)
+    cpu = knn(database, queries, 10, engine=CPU, exclude_ids=rows)
+    gpu = knn(database, queries, 10, engine=resolve_engine("cuda"), exclude_ids=rows)
     np.testing.assert_array_equal(gpu[1], cpu[1])
     np.testing.assert_allclose(gpu[0], cpu[0], rtol=RTOL, atol=ATOL)
 
@@ -623,9 +614,9 @@ def test_gpu_knn_matches_cpu() -> None:
 @needs_gpu
 def test_gpu_sharded_and_multi_gpu_match_cpu() -> None:
     database, queries = gaussian(3000, 32, seed=23), gaussian(200, 32, seed=24)
-    cpu = knn(database, queries, 8, device="cpu")
-    gpus = list(range(faiss_gpu_count()))
-    sharded = knn(database, queries, 8, device="gpu", db_batch=700, query_batch=64, gpu_ids=gpus)
+    cpu = knn(database, queries, 8, engine=CPU)
+    gpus = tuple(range(faiss_gpu_count()))
+    sharded = knn(database, queries, 8, engine=Engine("faiss-gpu", "cuda", gpus), db_batch=700, query_batch=64)
     np.testing.assert_array_equal(sharded[1], cpu[1])
     np.testing.assert_allclose(sharded[0], cpu[0], rtol=RTOL, atol=ATOL)
 
@@ -634,8 +625,8 @@ def test_gpu_sharded_and_multi_gpu_match_cpu() -> None:
 @needs_gpu
 def test_gpu_ivf_full_probe_equals_exact() -> None:
     database, queries = gaussian(2000, 16, seed=25), gaussian(50, 16, seed=26)
-    _, ids = ivf_search(database, queries, 5, nlist=8, nprobe=8, device="gpu")
-    np.testing.assert_array_equal(ids, knn(database, queries, 5, device="cpu")[1])
+    _, ids = ivf_search(database, queries, 5, nlist=8, nprobe=8, engine=resolve_engine("cuda"))
+    np.testing.assert_array_equal(ids, knn(database, queries, 5, engine=CPU)[1])
 
 
 # --------------------------------------------------------------------------- CPU engines (faiss, onednn)
@@ -656,7 +647,7 @@ def test_cpu_engines_give_the_exact_answer(case: str) -> None:
     full = reference_distances(x, x, rows)
     ref_dist, ref_ids = reference_knn(full, 4)
     for engine in ("faiss", "onednn"):
-        dist, ids = knn(x, x, 4, device="cpu", exclude_ids=rows, cpu_engine=engine)
+        dist, ids = knn(x, x, 4, engine=Engine(engine), exclude_ids=rows)
         np.testing.assert_array_equal(ids, ref_ids, err_msg=engine)
         np.testing.assert_allclose(dist, ref_dist, rtol=1e-6, atol=1e-6, err_msg=engine)
 

@@ -8,7 +8,9 @@ import pytest
 
 from assocmem import stages
 from assocmem.errors import AssocmemError
-from assocmem.knn import ivf_heldout_search, ivf_self_search, self_search
+from assocmem.knn import Engine, ivf_heldout_search, ivf_self_search, self_search
+
+CPU = Engine("faiss")
 
 
 def data(n=400, d=16, seed=0):
@@ -17,8 +19,8 @@ def data(n=400, d=16, seed=0):
 
 def test_ivf_with_all_lists_probed_equals_exact():
     x = data()
-    frame, recalls = ivf_self_search(x, 5, (0.5, 1.0), nlist=8, nprobe=8, sample=50, seed=1, device="cpu")
-    exact = self_search(x, 5, fractions=(0.5, 1.0), seed=1, device="cpu")
+    frame, recalls = ivf_self_search(x, 5, (0.5, 1.0), nlist=8, nprobe=8, sample=50, seed=1, engine=CPU)
+    exact = self_search(x, 5, fractions=(0.5, 1.0), seed=1, engine=CPU)
     assert recalls == {0.5: 1.0, 1.0: 1.0}
     merged = frame.merge(exact, on=["fraction", "query_row", "rank"], suffixes=("_ivf", "_exact"))
     assert len(merged) == len(exact)
@@ -28,7 +30,7 @@ def test_ivf_with_all_lists_probed_equals_exact():
 
 def test_ivf_recall_drops_when_few_lists_are_probed():
     x = data(2000, 32)
-    _, recall = ivf_heldout_search(x[:1500], x[1500:], 10, nlist=64, nprobe=1, sample=200, seed=0, device="cpu")
+    _, recall = ivf_heldout_search(x[:1500], x[1500:], 10, nlist=64, nprobe=1, sample=200, seed=0, engine=CPU)
     assert 0 < recall < 1
 
 

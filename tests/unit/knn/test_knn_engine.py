@@ -1,0 +1,80 @@
+"""The k-NN engine, chosen once (assocmem.knn.engine): neighbours.device auto takes the GPU when torch sees one
+(faiss-gpu where faiss has GPU support, else the torch engine), the CPU otherwise, and says why; device names
+have one spelling (cuda). The device probes are faked: no GPU is needed."""
+
+from __future__ import annotations
+
+import pytest
+
+from assocmem import runtime
+from assocmem.errors import AssocmemError
+from assocmem.knn.engine import CPU_BLOCK_BYTES, Engine, check_device, resolve_engine
+
+
+def fake_devices(monkeypatch: pytest.MonkeyPatch, *, torch_cuda: bool, faiss_gpus: int) -> None:
+    monkeypatch.setattr(runtime, "cuda_available", lambda: torch_cuda)
+    monkeypatch.setattr(runtime, "faiss_gpu_count", lambda: faiss_gpus)
+
+
+@pytest.mark.parametrize(("torch_cuda", "faiss_gpus", "kind", "device", "reason"), [
+    (True, 0, "torch", "cuda", "auto: torch sees CUDA; faiss has no GPU support"),
+    (True, 2, "faiss-gpu", "cuda", "auto: faiss has GPU support (2 GPU(s))"),
+    (False, 0, "faiss", "cpu", "auto: no CUDA device; cpu_engine explicit"),
+])
+def test_auto_takes_the_gpu_when_torch_sees_one(monkeypatch: pytest.MonkeyPatch, torch_cuda: bool, faiss_gpus: int,
+                                                kind: str, device: str, reason: str) -> None:
+    fake_devices(monkeypatch, torch_cuda=torch_cuda, faiss_gpus=faiss_gpus)
+    engine = resolve_engine("auto", "faiss")
+    assert (engine.kind, engine.device, engine.reason) == (kind, device, reason)
+    assert engine.gpu_ids == tuple(range(faiss_gpus))
+    record = engine.record()
+    assert record["kind"] == kind and record["reason"] == reason and "cpu_choice" not in record
+    assert engine.cpu_choice is not None and engine.cpu_choice.how == ("explicit" if kind == "faiss" else "device")
+
+
+def test_cuda_requests(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_devices(monkeypatch, torch_cuda=True, faiss_gpus=0)
+    assert resolve_engine("cuda:1").device == "cuda:1" and resolve_engine("cuda:1").torch_device == "cuda:1"
+    assert resolve_engine("cpu", "faiss").kind == "faiss"  # an explicit cpu stays there
+    fake_devices(monkeypatch, torch_cuda=True, faiss_gpus=2)
+    assert resolve_engine("CUDA:1").gpu_ids == (1,)
+    with pytest.raises(AssocmemError, match="neighbours.device: GPU 3 out of range: faiss sees 2 GPU"):
+        resolve_engine("cuda:3")
+    fake_devices(monkeypatch, torch_cuda=False, faiss_gpus=0)
+    with pytest.raises(AssocmemError, match="neighbours.device: 'cuda' requested but CUDA is not available"):
+        resolve_engine("cuda")
+
+
+@pytest.mark.parametrize(("name", "match"), [
+    ("gpu", "neighbours.device: 'gpu' is no longer a device name; write cuda"),
+    ("gpu:0", "'gpu' is no longer a device name; write cuda"),
+    ("mps", "unknown device 'mps'"),
+    ("cuda:x", "unknown device 'cuda:x'"),
+    ("cpu:0", "unknown device 'cpu:0'"),
+])
+def test_device_names_have_one_spelling(name: str, match: str) -> None:
+    with pytest.raises(AssocmemError, match=match):
+        check_device(name)
+
+
+def test_engine_kinds_and_budgets() -> None:
+    with pytest.raises(AssocmemError, match="k-NN engine 'blas' is not one of"):
+        Engine("blas")
+    assert Engine().block_budget() == CPU_BLOCK_BYTES and Engine(block_bytes=1 << 20).block_budget() == 1 << 20
+    assert Engine("faiss-gpu", "cuda", (1,)).torch_device == "cuda:1" and Engine("onednn").torch_device == "cpu"
+    assert Engine("faiss-gpu", "cuda", (0,)).max_pool == 2048 and Engine("torch").max_pool is None
+
+
+@pytest.mark.parametrize("section", ["neighbours", "train", "activations"])
+def test_the_config_refuses_gpu_in_one_line(section: str) -> None:
+    from helpers import ROOT
+
+    from assocmem.config import ConfigError, load_schema, validate_config
+
+    exp = {"dataset": {"name": "question_formation"}, "models": {"m": {"n_layer": 1, "d_model": 8, "n_head": 2}},
+           section: {"device": "gpu"}}
+    schema = load_schema(ROOT / "workflow" / "schemas" / "config.schema.yaml")
+    with pytest.raises(ConfigError, match=rf"experiments\.qf\.{section}\.device: 'gpu' is no longer a device name; "
+                                          "write cuda$"):
+        validate_config({"experiments": {"qf": exp}}, schema)
+    assert validate_config({"experiments": {"qf": {**exp, section: {"device": "cuda"}}}}, schema)
