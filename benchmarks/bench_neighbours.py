@@ -9,7 +9,8 @@ Part 1, speed: a Gaussian self-search (N x n, k) timed round by round in a rotat
   * raw-onednn the same through the onednn engine (oneDNN distance GEMM + torch.topk, refine=False, center=False);
   * default   the project's knn: self match excluded by id, duplicates grouped, centring, verified refine
               (cpu_engine auto: the faster engine at this shape, timed once and cached; assocmem.autotune);
-  * default-faiss the same on the faiss engine.
+  * default-faiss the same on the faiss engine;
+  * default-torch the same on the torch engine (fp32 GEMM + topk in blocks; the engine CUDA runs without faiss-GPU).
 It prints each arm's GFLOP/s as a share of the same round's GEMM peak (2 N^2 n FLOPs), the default path's
 cost over raw faiss, id agreement, and the BLAS core type faiss's OpenBLAS runs with.
 
@@ -136,6 +137,7 @@ def bench_speed(rows: int, dim: int, k: int, rounds: int, seed: int, arms: list[
         "default": lambda: knn(x, x, k, engine=resolve_engine("cpu", "auto", (rows, rows, dim, k + 1)),
                                 exclude_ids=everyone)[1],
         "default-faiss": lambda: knn(x, x, k, engine=FAISS, exclude_ids=everyone)[1],
+        "default-torch": lambda: knn(x, x, k, engine=Engine("torch"), exclude_ids=everyone)[1],
     }
     flops = 2.0 * rows * rows * dim
     seconds: dict[str, list[float]] = {arm: [] for arm in arms}

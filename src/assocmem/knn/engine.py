@@ -119,7 +119,8 @@ def resolve_engine(device: str | None = "auto", cpu_engine: str = "auto",
             raise AssocmemError(f"{key}.device: GPU {bad[0]} out of range: faiss sees {faiss_gpus} GPU(s)")
         return Engine("faiss-gpu", "cuda", ids, threads, reason=f"{base}: faiss has GPU support ({faiss_gpus} GPU(s))",
                       cpu_choice=Choice(cpu_engine, "device"))
-    return Engine("torch", "cuda" if base == "auto" else wanted, threads=threads, reason=f"{base}: torch sees CUDA; faiss has no GPU support",
+    return Engine("torch", "cuda" if base == "auto" else wanted, threads=threads,
+                  reason=f"{base}: torch sees CUDA; faiss has no GPU support",
                   cpu_choice=Choice(cpu_engine, "device"))
 
 

@@ -1,6 +1,7 @@
 """Exact L2 nearest-neighbour search with a guarantee against float32 rounding.
 
-Exact search is brute force (faiss.knn on CPU, GpuIndexFlatL2 on GPU; :mod:`assocmem.knn.engines`). Queries are
+Exact search is brute force (faiss.knn or the oneDNN product on CPU, GpuIndexFlatL2 on GPU:
+:mod:`assocmem.knn.engines`; fp32 GEMM + topk in torch on either: :mod:`assocmem.knn.torch_engine`). Queries are
 processed in batches and the database may be split into shards whose top-k lists are merged, so memory stays
 bounded. faiss ranks by ||q||^2 + ||x||^2 - 2<q, x> in float32, which loses digits when the norms
 are large compared with the distances (GPT-2's "massive activation" dimensions): with two +3000
@@ -31,6 +32,7 @@ from assocmem.knn.engines import default_gpu_db_batch, search_cpu, search_gpu
 from assocmem.knn.inputs import as_exclude_ids, as_matrix, check_positive
 from assocmem.knn.shards import Shards, squared_norms
 from assocmem.knn.topk import drop_excluded, sort_by_distance_then_id
+from assocmem.knn.torch_engine import TorchSearch, database_rows
 
 log = logging.getLogger(__name__)
 
@@ -116,18 +118,27 @@ def knn(
 
 
 def _shard_rows(database: np.ndarray, db_batch: int | None, engine: Engine) -> int | None:
-    if engine.kind == "faiss-gpu" and db_batch is None:  # at least one shard per GPU
+    if db_batch is not None:
+        return db_batch
+    if engine.kind == "faiss-gpu":  # at least one shard per GPU
         per_device = -(-database.shape[0] // len(engine.gpu_ids))
         return min(per_device, default_gpu_db_batch(database.shape[1], list(engine.gpu_ids)))
-    return db_batch
+    if engine.kind == "torch" and engine.on_gpu:  # the whole database on the device when it fits
+        rows = database_rows(engine, database.shape[1])
+        return None if rows >= database.shape[0] else rows
+    return None
 
 
 def _searcher(shards: Shards, search_queries: np.ndarray, engine: Engine, query_batch: int) -> Search:
-    """search(rows, pool): the pool nearest (float32 squared distance, shard row) of the given query rows."""
+    """search(rows, pool): the pool nearest (float32 squared distance, shard row) of the given query rows. The torch
+    engine keeps the database on its device from one call to the next."""
+    on_torch = TorchSearch(shards, engine) if engine.kind == "torch" else None
 
     def search(rows: np.ndarray | None, pool: int) -> tuple[np.ndarray, np.ndarray]:
         subset = search_queries if rows is None else search_queries[rows]
         log.debug("knn search: %d queries, pool %d, engine %s", subset.shape[0], pool, engine.kind)
+        if on_torch is not None:
+            return on_torch(subset, pool)
         if engine.kind == "faiss-gpu":
             return search_gpu(shards, subset, pool, query_batch, list(engine.gpu_ids))
         return search_cpu(shards, subset, pool, query_batch, engine.kind)

@@ -1,14 +1,27 @@
 """The k-NN engine, chosen once (assocmem.knn.engine): neighbours.device auto takes the GPU when torch sees one
 (faiss-gpu where faiss has GPU support, else the torch engine), the CPU otherwise, and says why; device names
-have one spelling (cuda). The device probes are faked: no GPU is needed."""
+have one spelling (cuda). The device probes are faked: no GPU is needed. And the torch engine's own guarantees (its
+exactness on every engine: tests/unit/knn/test_knn_exact.py)."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
+import torch
 
 from assocmem import runtime
 from assocmem.errors import AssocmemError
+from assocmem.knn import knn
 from assocmem.knn.engine import CPU_BLOCK_BYTES, Engine, check_device, resolve_engine
+from assocmem.knn.shards import Shards
+from assocmem.knn.torch_engine import TorchSearch, exact_fp32
+
+
+@pytest.fixture(autouse=True)
+def single_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tiny searches on a shared box: OpenMP spin-waiting makes 2 threads up to 100x slower."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    monkeypatch.delenv("SLURM_CPUS_PER_TASK", raising=False)
 
 
 def fake_devices(monkeypatch: pytest.MonkeyPatch, *, torch_cuda: bool, faiss_gpus: int) -> None:
@@ -78,3 +91,51 @@ def test_the_config_refuses_gpu_in_one_line(section: str) -> None:
                                           "write cuda$"):
         validate_config({"experiments": {"qf": exp}}, schema)
     assert validate_config({"experiments": {"qf": {**exp, section: {"device": "cuda"}}}}, schema)
+
+
+def test_the_torch_engine_gives_faiss_ids_on_tie_free_data() -> None:
+    """Blocks of 64 KiB of scores: 16 query blocks over the 2,000 rows; the database stays resident between the
+    refine's rounds."""
+    x = np.random.default_rng(3).standard_normal((2000, 48)).astype(np.float32)
+    rows = np.arange(2000)
+    faiss_dist, faiss_ids = knn(x, x, 10, engine=Engine("faiss"), exclude_ids=rows)
+    torch_dist, torch_ids = knn(x, x, 10, engine=Engine("torch", block_bytes=64 << 10), exclude_ids=rows)
+    np.testing.assert_array_equal(torch_ids, faiss_ids)
+    np.testing.assert_array_equal(torch_dist, faiss_dist)  # the same ids: the same exact float64 distances
+
+
+def test_the_torch_engine_keeps_the_database_on_its_device(monkeypatch: pytest.MonkeyPatch) -> None:
+    shards = Shards(np.random.default_rng(4).standard_normal((50, 4)).astype(np.float32), None, center=True)
+    search = TorchSearch(shards, Engine("torch", block_bytes=1024))
+    queries = shards.centre(shards.database, True)
+    uploads = []
+    monkeypatch.setattr(shards, "block", lambda start, block=shards.block: uploads.append(start) or block(start))
+    first = search(queries, 3)
+    second = search(queries[:7], 5)
+    assert uploads == [0]  # one upload for two searches of several blocks each
+    np.testing.assert_array_equal(second[1][:, :3], first[1][:7])
+
+
+def test_tf32_is_off_inside_and_restored_after() -> None:
+    before = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = True
+    try:
+        with exact_fp32():
+            assert not torch.backends.cuda.matmul.allow_tf32
+        assert torch.backends.cuda.matmul.allow_tf32
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="torch sees no CUDA device")
+def test_the_torch_engine_on_cuda_matches_the_cpu() -> None:
+    x = np.random.default_rng(5).standard_normal((5000, 64)).astype(np.float32)
+    x[:, 3] += 1e3  # a massive dimension: the refine repairs the float32 ranking on both
+    rows = np.arange(5000)
+    cpu = knn(x, x, 10, engine=Engine("faiss"), exclude_ids=rows)
+    cuda = knn(x, x, 10, engine=Engine("torch", "cuda"), exclude_ids=rows)
+    small_blocks = knn(x, x, 10, engine=Engine("torch", "cuda", block_bytes=1 << 20), exclude_ids=rows)
+    for got in (cuda, small_blocks):
+        np.testing.assert_array_equal(got[1], cpu[1])
+        np.testing.assert_array_equal(got[0], cpu[0])

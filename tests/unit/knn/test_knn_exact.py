@@ -92,30 +92,36 @@ def assert_valid_knn(dist, ids, database, queries, k, exclude=None) -> None:
 # --------------------------------------------------------------------------- exact search vs reference
 
 
+@pytest.fixture(params=["faiss", "torch"])
+def exact_engine(request: pytest.FixtureRequest) -> Engine:
+    """faiss and the torch engine on the CPU, the torch engine in blocks of 4 KiB of scores (several query blocks)."""
+    return CPU if request.param == "faiss" else Engine("torch", block_bytes=4096)
+
+
 @pytest.mark.parametrize("refine", [True, False])
-def test_knn_matches_numpy_reference(refine: bool) -> None:
+def test_knn_matches_numpy_reference(refine: bool, exact_engine: Engine) -> None:
     database, queries = gaussian(400, 32, seed=1), gaussian(60, 32, seed=2)
-    dist, ids = knn(database, queries, 7, engine=CPU, refine=refine)
+    dist, ids = knn(database, queries, 7, engine=exact_engine, refine=refine)
     assert_valid_knn(dist, ids, database, queries, 7)
     _, ref_ids = reference_knn(reference_distances(database, queries), 7)
     np.testing.assert_array_equal(ids, ref_ids)  # continuous random data: no ties
 
 
-def test_self_exclusion_matches_reference() -> None:
+def test_self_exclusion_matches_reference(exact_engine: Engine) -> None:
     x = gaussian(300, 16, seed=3)
     rows = np.arange(300)
-    dist, ids = knn(x, x, 5, engine=CPU, exclude_ids=rows, query_batch=37)
+    dist, ids = knn(x, x, 5, engine=exact_engine, exclude_ids=rows, query_batch=37)
     assert_valid_knn(dist, ids, x, x, 5, exclude=rows)
     _, ref_ids = reference_knn(reference_distances(x, x, rows), 5)
     np.testing.assert_array_equal(ids, ref_ids)
 
 
-def test_duplicates_self_removed_by_id_and_duplicate_kept_at_zero() -> None:
+def test_duplicates_self_removed_by_id_and_duplicate_kept_at_zero(exact_engine: Engine) -> None:
     # Large offset: norms ~ 1e3, where float32 ||q||^2+||x||^2-2<q,x> leaves ~1e-2 noise on a zero distance.
     x = gaussian(200, 64, seed=4, offset=100.0)
     x[[17, 150]] = x[5]  # rows 5, 17 and 150 are identical
     rows = np.arange(200)
-    dist, ids = knn(x, x, 3, engine=CPU, exclude_ids=rows)
+    dist, ids = knn(x, x, 3, engine=exact_engine, exclude_ids=rows)
     for query, others in ((5, {17, 150}), (17, {5, 150}), (150, {5, 17})):
         assert set(ids[query, :2].tolist()) == others
         assert dist[query, 0] == 0.0 and dist[query, 1] == 0.0
@@ -124,21 +130,21 @@ def test_duplicates_self_removed_by_id_and_duplicate_kept_at_zero() -> None:
     assert_valid_knn(dist, ids, x, x, 3, exclude=rows)
 
 
-def test_verified_refine_is_exact_when_float32_cancellation_misranks() -> None:
+def test_verified_refine_is_exact_when_float32_cancellation_misranks(exact_engine: Engine) -> None:
     # Two huge +-1e4 "massive activation" dims: centring cannot remove them, and faiss's float32
     # ||q||^2 + ||x||^2 - 2<q, x> misranks ~90% of the neighbours (measured: 1079 of 1200 ids wrong).
     rng = np.random.default_rng(30)
     x = rng.standard_normal((300, 512)).astype(np.float32)
     x[:, [3, 7]] += 1e4 * rng.choice([-1, 1], size=(300, 1)).astype(np.float32)
     rows = np.arange(300)
-    dist, ids = knn(x, x, 4, engine=CPU, exclude_ids=rows)
+    dist, ids = knn(x, x, 4, engine=exact_engine, exclude_ids=rows)
     full = reference_distances(x, x, rows)
     ref_dist, ref_ids = reference_knn(full, 4)
     np.testing.assert_array_equal(ids, ref_ids)
     np.testing.assert_allclose(dist, ref_dist, rtol=1e-6)
 
 
-@pytest.mark.parametrize("engine", ["faiss", "onednn"])
+@pytest.mark.parametrize("engine", ["faiss", "onednn", "torch"])
 def test_pool_cap_warns_and_stays_within_the_float32_error(engine: str) -> None:
     """40 distinct rows closer together than the float32 noise, and a pool capped below 40: which of them are
     the nearest is decided by rounding, so only the exact answer to within that noise is guaranteed (and
@@ -252,22 +258,22 @@ def test_knn_is_deterministic_and_accepts_float64() -> None:
 
 @pytest.mark.parametrize("db_batch", [1, 3, 7, 64, 399])
 @pytest.mark.parametrize("refine", [True, False])
-def test_sharded_merge_equals_unsharded(db_batch: int, refine: bool) -> None:
+def test_sharded_merge_equals_unsharded(db_batch: int, refine: bool, exact_engine: Engine) -> None:
     database, queries = gaussian(400, 16, seed=10), gaussian(45, 16, seed=11)
-    whole = knn(database, queries, 5, engine=CPU, refine=refine)
-    sharded = knn(database, queries, 5, engine=CPU, db_batch=db_batch, query_batch=13, refine=refine)
+    whole = knn(database, queries, 5, engine=exact_engine, refine=refine)
+    sharded = knn(database, queries, 5, engine=exact_engine, db_batch=db_batch, query_batch=13, refine=refine)
     np.testing.assert_array_equal(sharded[1], whole[1])
     np.testing.assert_allclose(sharded[0], whole[0], rtol=RTOL, atol=ATOL)
     if refine:  # same ids -> the same exactly recomputed distances
         np.testing.assert_array_equal(sharded[0], whole[0])
 
 
-def test_sharded_merge_breaks_ties_like_unsharded() -> None:
+def test_sharded_merge_breaks_ties_like_unsharded(exact_engine: Engine) -> None:
     # Small-integer data: every distance is exact in float32, so ties are real and must go to the smaller id.
     x = np.random.default_rng(12).integers(-1, 2, size=(120, 3)).astype(np.float32)
     rows = np.arange(120)
-    whole = knn(x, x, 8, engine=CPU, exclude_ids=rows)
-    sharded = knn(x, x, 8, engine=CPU, exclude_ids=rows, db_batch=11, query_batch=17)
+    whole = knn(x, x, 8, engine=exact_engine, exclude_ids=rows)
+    sharded = knn(x, x, 8, engine=exact_engine, exclude_ids=rows, db_batch=11, query_batch=17)
     np.testing.assert_array_equal(sharded[0], whole[0])
     np.testing.assert_array_equal(sharded[1], whole[1])
     assert_valid_knn(*whole, x, x, 8, exclude=rows)
@@ -458,9 +464,10 @@ def point_sets_with_duplicates(draw):
     return x, k, db_batch
 
 
-@pytest.fixture(params=["faiss", "onednn"])
+@pytest.fixture(params=["faiss", "onednn", "torch"])
 def engine(request: pytest.FixtureRequest) -> str:
-    """The CPU engine (the onednn engine runs every distance product through oneDNN, whatever its size)."""
+    """The engine on the CPU (the onednn engine runs every distance product through oneDNN, whatever its size; the
+    torch engine is the one CUDA runs)."""
     if request.param == "onednn" and not onednn_available():
         pytest.skip("this torch build has no oneDNN")
     return request.param
@@ -646,7 +653,7 @@ def test_cpu_engines_give_the_exact_answer(case: str) -> None:
     rows = np.arange(300)
     full = reference_distances(x, x, rows)
     ref_dist, ref_ids = reference_knn(full, 4)
-    for engine in ("faiss", "onednn"):
+    for engine in ("faiss", "onednn", "torch"):
         dist, ids = knn(x, x, 4, engine=Engine(engine), exclude_ids=rows)
         np.testing.assert_array_equal(ids, ref_ids, err_msg=engine)
         np.testing.assert_allclose(dist, ref_dist, rtol=1e-6, atol=1e-6, err_msg=engine)
@@ -690,9 +697,9 @@ def test_resolve_cpu_engine() -> None:
         resolve_cpu_engine("onednn", onednn=False)
 
 
-def test_search_layer_passes_the_cpu_engine(engine: str, caplog: pytest.LogCaptureFixture) -> None:
-    cfg = {"k": 2, "fractions": [1.0], "device": "cpu", "method": "exact", "cpu_engine": engine}
+def test_search_layer_passes_the_engine(engine: str, caplog: pytest.LogCaptureFixture) -> None:
+    cfg = {"k": 2, "fractions": [1.0], "device": "cpu", "method": "exact", "cpu_engine": "faiss"}
     with caplog.at_level(logging.DEBUG, logger="assocmem.knn.exact"):
-        search_layer(gaussian(30, 4), gaussian(5, 4, seed=1), cfg, seed=0)
+        search_layer(gaussian(30, 4), gaussian(5, 4, seed=1), cfg, seed=0, engine=Engine(engine))
     engines = [used for _, _, used in candidate_searches(caplog)]
     assert engines and set(engines) == {engine}

@@ -50,6 +50,9 @@ def test_stage_reports_recall(tmp_path):
     assert set(summary["protocol"]) == {"self", "heldout"}
     assert (summary["recall_at_k"] == 1.0).all() and (summary["method"] == "ivf").all()
     assert (tmp_path / "out" / "radius.parquet").exists()  # the radius test's searches are always exact
+    timing = json.loads((tmp_path / "out" / "timing.json").read_text())  # the engine, and why it was chosen
+    assert timing["engine"]["kind"] == "faiss" and timing["engine"]["reason"].startswith("cpu requested; cpu_engine ")
+    assert timing["threads"] == 1 and timing["cpu_engine"]["value"] == "faiss"
 
 
 def test_stage_refuses_non_finite_activations_naming_the_file(tmp_path):

@@ -1,0 +1,87 @@
+"""The torch engine of exact k-NN's float32 candidate search: faiss's formula ||q||^2 + ||x||^2 - 2<q, x> as one fp32
+GEMM per block of queries (TF32 off on CUDA), then ``topk``. It needs no faiss GPU build, so a pip install with any
+CUDA torch searches on the GPU; on the CPU it runs in the tests, so CI covers its logic.
+
+The database shards are uploaded once and kept on the device across query blocks and the verified refine's rounds
+(:mod:`.exact`) when they fit the engine's memory budget; a block of queries is as large as the budget allows
+(free device memory on CUDA, :data:`assocmem.knn.engine.CPU_BLOCK_BYTES` on the CPU). Like faiss, it returns float32
+squared distances ascending and int64 rows merged over shards with ties to the smaller row; the exact answer and its
+tie order come from the refine."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import numpy as np
+import torch
+
+from assocmem.knn.engine import Engine
+from assocmem.knn.shards import Shards
+from assocmem.knn.topk import merge_topk
+
+# Bytes of temporaries per score of a block: the fp32 scores and topk's workspace.
+_BYTES_PER_SCORE = 8
+
+
+@contextmanager
+def exact_fp32() -> Iterator[None]:
+    """fp32 products in full precision: TF32 (10-bit mantissa) off for CUDA matmuls, restored afterwards."""
+    before = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before
+
+
+def database_rows(engine: Engine, dim: int) -> int:
+    """Rows of one database shard on CUDA: half the block budget, so a block of scores fits beside it."""
+    return max(1, engine.block_budget() // (2 * 4 * dim))
+
+
+class TorchSearch:
+    """search(queries, k): the k nearest (float32 squared distance, row) of each query over the shards, on the
+    engine's torch device; shards that fit the budget stay on the device between calls."""
+
+    def __init__(self, shards: Shards, engine: Engine) -> None:
+        self.shards = shards
+        self.engine = engine
+        self.device = torch.device(engine.torch_device)
+        self._resident: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+        self._keep = len(shards.starts) == 1 or self.device.type == "cpu"
+
+    def _block(self, start: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """(rows, their float32 squared norms) of the shard at ``start``, on the device."""
+        if start in self._resident:
+            return self._resident[start]
+        rows = torch.from_numpy(np.ascontiguousarray(self.shards.block(start))).to(self.device)
+        block = (rows, torch.einsum("ij,ij->i", rows, rows))
+        if self._keep:
+            self._resident[start] = block
+        return block
+
+    def __call__(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        best: tuple[np.ndarray, np.ndarray] | None = None
+        with exact_fp32(), torch.no_grad():
+            for start in self.shards.starts:
+                rows, norms = self._block(start)
+                found = self._search_shard(queries, rows, norms, min(k, rows.shape[0]))
+                best = merge_topk(best, (found[0], found[1] + start), k)
+        assert best is not None
+        return best
+
+    def _search_shard(self, queries: np.ndarray, rows: torch.Tensor, norms: torch.Tensor, k: int
+                      ) -> tuple[np.ndarray, np.ndarray]:
+        sq_dist = np.empty((queries.shape[0], k), dtype=np.float32)
+        ids = np.empty((queries.shape[0], k), dtype=np.int64)
+        per_block = max(1, self.engine.block_budget() // (_BYTES_PER_SCORE * rows.shape[0]))
+        for first in range(0, queries.shape[0], per_block):
+            q = torch.from_numpy(np.ascontiguousarray(queries[first : first + per_block])).to(self.device)
+            scores = torch.addmm(norms, q, rows.T, alpha=-2.0)  # ||x||^2 - 2<q, x>
+            values, found = torch.topk(scores, k, dim=1, largest=False, sorted=True)
+            del scores
+            values += torch.einsum("ij,ij->i", q, q)[:, None]
+            sq_dist[first : first + len(q)] = values.cpu().numpy()
+            ids[first : first + len(q)] = found.cpu().numpy()
+        return sq_dist, ids
