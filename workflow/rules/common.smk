@@ -8,6 +8,7 @@ import sys
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
 from assocmem import layout, runlock, targets
+from assocmem.runtime import share_of_cores
 from assocmem.codehash import code_digest
 from assocmem.config import (
     ConfigError,
@@ -158,6 +159,26 @@ def runs():
     """Every (experiment, model, subset) the config asks for; pretrained models have subset 'pretrained'."""
     trained = [(e, m, s) for e in EXPS for m in run_labels(e) for s in subsets_of(e)]
     return trained + [(e, m, PRETRAINED) for e in EXPS for m in EXPS[e]["pretrained"]]
+
+
+def local_cores():
+    """--cores of a local run; None where the jobs go to a cluster (SLURM), whose requests stay explicit."""
+    if not workflow.local_exec or workflow.remote_exec:
+        return None
+    try:
+        return workflow.cores
+    except WorkflowError:
+        return None
+
+
+# Threads of the k-NN and evaluation jobs: each an equal share of --cores among the config's jobs of that rule
+# (assocmem.runtime.share_of_cores); training stays at threads_per_job.
+NEIGHBOUR_THREADS = share_of_cores(
+    local_cores(), sum(1 for exp, _, _ in runs() if not is_sweep(exp)), THREADS
+)
+EVALUATE_THREADS = share_of_cores(
+    local_cores(), sum(len(evaluated_runs(EXPS[exp])) for exp in EXPS), THREADS
+)
 
 
 # ------------------------------------------------------------------ params: exactly the keys that change an output

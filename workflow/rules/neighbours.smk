@@ -18,7 +18,7 @@ rule neighbours:
         bench_path("{exp}/neighbours_{model}_{subset}")
     conda:
         "../envs/assocmem.yaml"
-    threads: THREADS
+    threads: NEIGHBOUR_THREADS
     resources:
         mem_mb=3000,
         runtime=60,

@@ -48,6 +48,19 @@ def resolve_device(name: str | None = "auto", *, key: str = "device") -> str:
     return wanted
 
 
+def share_of_cores(cores: int | None, jobs: int, floor: int = 1) -> int:
+    """Threads of each of a rule's ``jobs`` jobs on ``cores`` cores (Snakemake's --cores): an equal share, so that the
+    jobs can all run side by side, and a job left alone at the end of the DAG gets the cores the others leave idle;
+    at least ``floor`` (the config's threads_per_job). Snakemake schedules by these threads and never runs more
+    than --cores together, so nothing is oversubscribed. ``cores`` None (jobs sent to a cluster): ``floor``, the
+    explicit request."""
+    if floor < 1 or jobs < 0:
+        raise AssocmemError(f"share_of_cores: floor must be >= 1 and jobs >= 0, got {floor} and {jobs}")
+    if cores is None:
+        return floor
+    return max(floor, int(cores) // max(1, jobs))
+
+
 def granted_threads(requested: int) -> int:
     """The job's threads (Snakemake's {threads}, or more if SLURM granted more CPUs), split over the processes
     of a torchrun job."""
