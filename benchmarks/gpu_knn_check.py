@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from assocmem.knn import Engine, knn
+from assocmem.knn import DEFAULT_QUERY_BATCH, Engine, knn
 from assocmem.knn.shards import Shards
 from assocmem.knn.torch_engine import TorchSearch
 from assocmem.runtime import set_threads
@@ -91,7 +91,7 @@ def torch_measurements(x: np.ndarray, k: int, engine: Engine) -> tuple[list[dict
     knn(x[:2048], x[:2048], k, engine=engine, exclude_ids=everyone[:2048])  # warm-up: CUDA context, kernels
     shards = Shards(x, None, center=True)
     queries = shards.centre(x, True)
-    search = TorchSearch(shards, engine)
+    search = TorchSearch(shards, engine, DEFAULT_QUERY_BATCH)
     search(queries[:2048], k + 1)
     search_s, _ = timed(lambda: search(queries, k + 1), engine.device)
     knn_s, (_, ids) = timed(lambda: knn(x, x, k, engine=engine, exclude_ids=everyone), engine.device)

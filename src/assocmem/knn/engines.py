@@ -25,7 +25,6 @@ from assocmem.autotune import Choice, choose, host_key
 from assocmem.autotune.measure import Clock
 from assocmem.errors import AssocmemError
 from assocmem.gemm import onednn_available, onednn_product
-from assocmem.knn.engine import GPU_MAX_K  # noqa: F401  (re-exported)
 from assocmem.knn.shards import Shards
 from assocmem.knn.topk import merge_topk
 from assocmem.progress import bar

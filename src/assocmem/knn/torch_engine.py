@@ -4,7 +4,8 @@ CUDA torch searches on the GPU; on the CPU it runs in the tests, so CI covers it
 
 The database shards are uploaded once and kept on the device across query blocks and the verified refine's rounds
 (:mod:`.exact`) when they fit the engine's memory budget; a block of queries is as large as the budget allows
-(free device memory on CUDA, :data:`assocmem.knn.engine.CPU_BLOCK_BYTES` on the CPU). Like faiss, it returns float32
+(free device memory on CUDA, :data:`assocmem.knn.engine.CPU_BLOCK_BYTES` on the CPU); the refine's exact float64
+distances are computed there too (:class:`TorchDistances`). Like faiss, it returns float32
 squared distances ascending and int64 rows merged over shards with ties to the smaller row; the exact answer and its
 tie order come from the refine."""
 
@@ -22,6 +23,8 @@ from assocmem.knn.topk import merge_topk
 
 # Bytes of temporaries per score of a block: the fp32 scores and topk's workspace.
 _BYTES_PER_SCORE = 8
+# The refine's float64 chunks take at least this (a tiny search budget would mean one query a call).
+_MIN_REFINE_BYTES = 16 << 20
 
 
 @contextmanager
@@ -42,11 +45,13 @@ def database_rows(engine: Engine, dim: int) -> int:
 
 class TorchSearch:
     """search(queries, k): the k nearest (float32 squared distance, row) of each query over the shards, on the
-    engine's torch device; shards that fit the budget stay on the device between calls."""
+    engine's torch device, in blocks of at most ``query_batch`` queries whose scores fit the engine's budget; shards
+    that fit the budget stay on the device between calls."""
 
-    def __init__(self, shards: Shards, engine: Engine) -> None:
+    def __init__(self, shards: Shards, engine: Engine, query_batch: int) -> None:
         self.shards = shards
         self.engine = engine
+        self.query_batch = query_batch
         self.device = torch.device(engine.torch_device)
         self._resident: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         self._keep = len(shards.starts) == 1 or self.device.type == "cpu"
@@ -75,7 +80,7 @@ class TorchSearch:
                       ) -> tuple[np.ndarray, np.ndarray]:
         sq_dist = np.empty((queries.shape[0], k), dtype=np.float32)
         ids = np.empty((queries.shape[0], k), dtype=np.int64)
-        per_block = max(1, self.engine.block_budget() // (_BYTES_PER_SCORE * rows.shape[0]))
+        per_block = max(1, min(self.query_batch, self.engine.block_budget() // (_BYTES_PER_SCORE * rows.shape[0])))
         for first in range(0, queries.shape[0], per_block):
             q = torch.from_numpy(np.ascontiguousarray(queries[first : first + per_block])).to(self.device)
             scores = torch.addmm(norms, q, rows.T, alpha=-2.0)  # ||x||^2 - 2<q, x>
@@ -85,3 +90,26 @@ class TorchSearch:
             sq_dist[first : first + len(q)] = values.cpu().numpy()
             ids[first : first + len(q)] = found.cpu().numpy()
         return sq_dist, ids
+
+
+class TorchDistances:
+    """distances(queries, candidates): exact float64 squared distances ||q - x||^2 of each query to its candidate
+    rows, on the engine's device (the verified refine of :mod:`.exact`, where the torch engine searched); the
+    database, as given (not centred), is uploaded once."""
+
+    def __init__(self, database: np.ndarray, engine: Engine) -> None:
+        self.engine = engine
+        self.device = torch.device(engine.torch_device)
+        self.database = torch.from_numpy(database).to(self.device)
+
+    def __call__(self, queries: np.ndarray, cand: np.ndarray) -> np.ndarray:
+        out = np.empty(cand.shape, dtype=np.float64)
+        budget = max(self.engine.block_budget(), _MIN_REFINE_BYTES)
+        per_chunk = max(1, budget // (2 * 8 * cand.shape[1] * self.database.shape[1]))
+        for start in range(0, cand.shape[0], per_chunk):
+            stop = start + per_chunk
+            q = torch.from_numpy(np.ascontiguousarray(queries[start:stop])).to(self.device, torch.float64)
+            rows = torch.from_numpy(np.ascontiguousarray(cand[start:stop])).to(self.device)
+            diff = self.database[rows].double() - q[:, None, :]
+            out[start:stop] = torch.einsum("qkd,qkd->qk", diff, diff).cpu().numpy()
+        return out

@@ -106,7 +106,7 @@ def test_the_torch_engine_gives_faiss_ids_on_tie_free_data() -> None:
 
 def test_the_torch_engine_keeps_the_database_on_its_device(monkeypatch: pytest.MonkeyPatch) -> None:
     shards = Shards(np.random.default_rng(4).standard_normal((50, 4)).astype(np.float32), None, center=True)
-    search = TorchSearch(shards, Engine("torch", block_bytes=1024))
+    search = TorchSearch(shards, Engine("torch", block_bytes=1 << 20), query_batch=16)
     queries = shards.centre(shards.database, True)
     uploads = []
     monkeypatch.setattr(shards, "block", lambda start, block=shards.block: uploads.append(start) or block(start))

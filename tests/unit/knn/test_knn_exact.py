@@ -95,8 +95,8 @@ def assert_valid_knn(dist, ids, database, queries, k, exclude=None) -> None:
 
 @pytest.fixture(params=["faiss", "torch"])
 def exact_engine(request: pytest.FixtureRequest) -> Engine:
-    """faiss and the torch engine on the CPU, the torch engine in blocks of 4 KiB of scores (several query blocks)."""
-    return CPU if request.param == "faiss" else Engine("torch", block_bytes=4096)
+    """faiss and the torch engine on the CPU, the torch engine in blocks of 64 KiB of scores (several query blocks)."""
+    return CPU if request.param == "faiss" else Engine("torch", block_bytes=64 << 10)
 
 
 @pytest.mark.parametrize("refine", [True, False])
