@@ -54,16 +54,19 @@ class TorchSearch:
         self.query_batch = query_batch
         self.device = torch.device(engine.torch_device)
         self._resident: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+        self._uploaded_from: np.ndarray | None = None  # the host array of a resident single shard
         self._keep = len(shards.starts) == 1 or self.device.type == "cpu"
 
     def _block(self, start: int) -> tuple[torch.Tensor, torch.Tensor]:
         """(rows, their float32 squared norms) of the shard at ``start``, on the device."""
         if start in self._resident:
             return self._resident[start]
-        rows = torch.from_numpy(np.ascontiguousarray(self.shards.block(start))).to(self.device)
+        host = self.shards.block(start)
+        rows = torch.from_numpy(np.ascontiguousarray(host)).to(self.device)
         block = (rows, torch.einsum("ij,ij->i", rows, rows))
         if self._keep:
             self._resident[start] = block
+            self._uploaded_from = host if len(self.shards.starts) == 1 else None
         return block
 
     def __call__(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -71,18 +74,26 @@ class TorchSearch:
         with exact_fp32(), torch.no_grad():
             for start in self.shards.starts:
                 rows, norms = self._block(start)
-                found = self._search_shard(queries, rows, norms, min(k, rows.shape[0]))
+                found = self._search_shard(self._on_device(queries), rows, norms, min(k, rows.shape[0]))
                 best = merge_topk(best, (found[0], found[1] + start), k)
         assert best is not None
         return best
 
-    def _search_shard(self, queries: np.ndarray, rows: torch.Tensor, norms: torch.Tensor, k: int
+    def _on_device(self, queries: np.ndarray) -> np.ndarray | torch.Tensor:
+        """A self-search's queries are the resident database itself: no second upload."""
+        if self._uploaded_from is not None and queries is self._uploaded_from:
+            return self._resident[0][0]
+        return queries
+
+    def _search_shard(self, queries: np.ndarray | torch.Tensor, rows: torch.Tensor, norms: torch.Tensor, k: int
                       ) -> tuple[np.ndarray, np.ndarray]:
         sq_dist = np.empty((queries.shape[0], k), dtype=np.float32)
         ids = np.empty((queries.shape[0], k), dtype=np.int64)
         per_block = max(1, min(self.query_batch, self.engine.block_budget() // (_BYTES_PER_SCORE * rows.shape[0])))
         for first in range(0, queries.shape[0], per_block):
-            q = torch.from_numpy(np.ascontiguousarray(queries[first : first + per_block])).to(self.device)
+            q = queries[first : first + per_block]
+            if isinstance(q, np.ndarray):
+                q = torch.from_numpy(np.ascontiguousarray(q)).to(self.device)
             scores = torch.addmm(norms, q, rows.T, alpha=-2.0)  # ||x||^2 - 2<q, x>
             values, found = torch.topk(scores, k, dim=1, largest=False, sorted=True)
             del scores
