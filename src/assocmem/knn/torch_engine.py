@@ -2,8 +2,9 @@
 GEMM per block of queries (TF32 off on CUDA), then ``topk``. It needs no faiss GPU build, so a pip install with any
 CUDA torch searches on the GPU; on the CPU it runs in the tests, so CI covers its logic.
 
-The database shards are uploaded once and kept on the device across query blocks and the verified refine's rounds
-(:mod:`.exact`) when they fit the engine's memory budget; a block of queries is as large as the budget allows
+The database is uploaded once and kept on the device across query blocks and the verified refine's rounds
+(:mod:`.exact`) when it is one shard (on CUDA: when it fits half the memory budget, :func:`database_rows`; else it
+is searched shard by shard); a block of queries is as large as the budget allows
 (free device memory on CUDA, :data:`assocmem.knn.engine.CPU_BLOCK_BYTES` on the CPU); the refine's exact float64
 distances are computed there too (:class:`TorchDistances`). Like faiss, it returns float32
 squared distances ascending and int64 rows merged over shards with ties to the smaller row; the exact answer and its
@@ -23,7 +24,9 @@ from assocmem.knn.topk import merge_topk
 
 # Bytes of temporaries per score of a block: the fp32 scores and topk's workspace.
 _BYTES_PER_SCORE = 8
-# The refine's float64 chunks take at least this (a tiny search budget would mean one query a call).
+# The refine's chunks: the gathered fp32 rows, their float64 copy and the float64 differences per element; at least
+# _MIN_REFINE_BYTES a chunk (a tiny search budget would mean one query a call).
+_REFINE_BYTES_PER_ELEMENT = 4 + 8 + 8
 _MIN_REFINE_BYTES = 16 << 20
 
 
@@ -45,8 +48,8 @@ def database_rows(engine: Engine, dim: int) -> int:
 
 class TorchSearch:
     """search(queries, k): the k nearest (float32 squared distance, row) of each query over the shards, on the
-    engine's torch device, in blocks of at most ``query_batch`` queries whose scores fit the engine's budget; shards
-    that fit the budget stay on the device between calls."""
+    engine's torch device, in blocks of at most ``query_batch`` queries whose scores fit the engine's budget; a
+    database of one shard stays on the device between calls."""
 
     def __init__(self, shards: Shards, engine: Engine, query_batch: int) -> None:
         self.shards = shards
@@ -54,8 +57,9 @@ class TorchSearch:
         self.query_batch = query_batch
         self.device = torch.device(engine.torch_device)
         self._resident: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
-        self._uploaded_from: np.ndarray | None = None  # the host array of a resident single shard
-        self._keep = len(shards.starts) == 1 or self.device.type == "cpu"
+        self._uploaded_from: np.ndarray | None = None  # the host array of the resident shard
+        # Several shards are made one at a time (a centred copy each): only a single one stays resident.
+        self._keep = len(shards.starts) == 1
 
     def _block(self, start: int) -> tuple[torch.Tensor, torch.Tensor]:
         """(rows, their float32 squared norms) of the shard at ``start``, on the device."""
@@ -66,7 +70,7 @@ class TorchSearch:
         block = (rows, torch.einsum("ij,ij->i", rows, rows))
         if self._keep:
             self._resident[start] = block
-            self._uploaded_from = host if len(self.shards.starts) == 1 else None
+            self._uploaded_from = host
         return block
 
     def __call__(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -116,7 +120,7 @@ class TorchDistances:
     def __call__(self, queries: np.ndarray, cand: np.ndarray) -> np.ndarray:
         out = np.empty(cand.shape, dtype=np.float64)
         budget = max(self.engine.block_budget(), _MIN_REFINE_BYTES)
-        per_chunk = max(1, budget // (2 * 8 * cand.shape[1] * self.database.shape[1]))
+        per_chunk = max(1, budget // (_REFINE_BYTES_PER_ELEMENT * cand.shape[1] * self.database.shape[1]))
         for start in range(0, cand.shape[0], per_chunk):
             stop = start + per_chunk
             q = torch.from_numpy(np.ascontiguousarray(queries[start:stop])).to(self.device, torch.float64)
