@@ -172,7 +172,9 @@ def _exact_search(database: np.ndarray, queries: np.ndarray, same_array: bool, k
     search = _searcher(shards, search_queries, engine, query_batch)
     max_pool = max(k, min(unique_db.shape[0], pool_cap))
     k_unique = min(k, unique_db.shape[0])
-    on_device = engine.kind == "torch" and (not engine.on_gpu or len(shards.starts) == 1)  # the database fits there
+    # On a GPU the refine's distances run beside the resident database; on the CPU numpy's cache-sized chunks are
+    # faster (2x the torch engine's whole search at 10,000 x 1024).
+    on_device = engine.kind == "torch" and engine.on_gpu and len(shards.starts) == 1
     distances = TorchDistances(unique_db, engine) if on_device else partial(_exact_squared_distances, unique_db)
     sq_dist, cand = _verified_search(search, shards, unique_queries, search_queries, k_unique, max_pool, distances)
     if db_groups is not None:
@@ -198,7 +200,8 @@ def _verified_search(
     """
     n_rows = shards.database.shape[0]
     x_norms = shards.squared_norms()
-    q_norms = squared_norms(search_queries)
+    self_search = len(shards.starts) == 1 and search_queries is shards.block(0)
+    q_norms = x_norms if self_search else squared_norms(search_queries)
     out_dist = np.empty((queries.shape[0], k), dtype=np.float64)
     out_ids = np.empty((queries.shape[0], k), dtype=np.int64)
     # Floor: the float32 formula's rounding is of order eps * (|q|^2 + |x|^2) whatever the pool shows. A pool

@@ -139,3 +139,17 @@ def test_the_torch_engine_on_cuda_matches_the_cpu() -> None:
     for got in (cuda, small_blocks):
         np.testing.assert_array_equal(got[1], cpu[1])
         np.testing.assert_array_equal(got[0], cpu[0])
+
+
+def test_the_device_refine_gives_numpy_s_exact_distances() -> None:
+    """The refine's float64 distances on the torch device (used on CUDA) against the numpy ones, here on the CPU."""
+    from assocmem.knn.exact import _exact_squared_distances
+    from assocmem.knn.torch_engine import TorchDistances
+
+    rng = np.random.default_rng(6)
+    database = (rng.standard_normal((300, 24)) + 1e3).astype(np.float32)
+    queries = (rng.standard_normal((70, 24)) + 1e3).astype(np.float32)
+    cand = rng.integers(0, 300, size=(70, 9))
+    want = _exact_squared_distances(database, queries, cand)
+    got = TorchDistances(database, Engine("torch", block_bytes=1))(queries, cand)  # the smallest chunks
+    np.testing.assert_allclose(got, want, rtol=1e-12)
