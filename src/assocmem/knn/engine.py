@@ -16,7 +16,6 @@ from assocmem.errors import AssocmemError
 
 # faiss-cpu, the oneDNN distance product, torch (on "cpu" or "cuda[:N]"), faiss's GpuIndexFlatL2.
 KINDS = ("faiss", "onednn", "torch", "faiss-gpu")
-DEVICES = ("auto", "cpu", "cuda")
 # faiss GPU brute force supports k up to this (GPU_MAX_SELECTION_K in faiss 1.7.3+).
 GPU_MAX_K = 2048
 # Bytes one block of scores may take when the engine names none: on the CPU a fixed budget (the blocks stay far from
@@ -83,17 +82,6 @@ class Engine:
         return record
 
 
-def check_device(name: str | None, key: str = "neighbours.device") -> str:
-    """The device spelled as the schema spells it (lower case); the old ``gpu`` is refused with the new word."""
-    wanted = "auto" if name is None else str(name).lower()
-    base = wanted.split(":", 1)[0]
-    if base == "gpu":
-        raise AssocmemError(f"{key}: 'gpu' is no longer a device name; write cuda (or cuda:N)")
-    if base not in DEVICES or (":" in wanted and (base != "cuda" or not wanted.split(":", 1)[1].isdigit())):
-        raise AssocmemError(f"{key}: unknown device {name!r}; use one of {', '.join(DEVICES)} (or cuda:N)")
-    return wanted
-
-
 def resolve_engine(device: str | None = "auto", cpu_engine: str = "auto",
                    search: tuple[int, int, int, int] | None = None, *, threads: int | None = None,
                    key: str = "neighbours") -> Engine:
@@ -102,7 +90,7 @@ def resolve_engine(device: str | None = "auto", cpu_engine: str = "auto",
 
     ``auto`` takes the GPU when torch sees one: faiss's GPU index if faiss has GPU support, else the torch
     engine; otherwise the CPU. ``cuda`` asks for a GPU (an error without one)."""
-    wanted = check_device(device, f"{key}.device")
+    wanted = runtime.check_device(device, f"{key}.device")
     base = wanted.split(":", 1)[0]
     if base == "cpu":
         return _cpu_engine(cpu_engine, search, threads, key, "cpu requested")

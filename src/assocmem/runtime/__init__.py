@@ -28,20 +28,26 @@ def faiss_gpu_count() -> int:
         return 0
 
 
-def resolve_device(name: str | None = "auto", *, key: str = "device") -> str:
-    """Map a configured device to ``"cpu"`` or ``"cuda"`` (``"cuda:N"`` is kept).
-
-    ``auto`` (or None) picks CUDA when torch can use it. Asking for an absent GPU is an error naming ``key``; so is
-    the old spelling ``gpu`` (write ``cuda``: one spelling across the config)."""
+def check_device(name: str | None, key: str = "device") -> str:
+    """A configured device in the one spelling the config uses (lower case ``auto``, ``cpu``, ``cuda``, ``cuda:N``);
+    the old ``gpu`` is refused with the word to write instead."""
     wanted = "auto" if name is None else str(name).lower()
-    base = wanted.split(":", 1)[0]
+    base, _, index = wanted.partition(":")
     if base == "gpu":
         raise AssocmemError(f"{key}: 'gpu' is no longer a device name; write cuda (or cuda:N)")
-    if base not in DEVICE_NAMES:
-        raise AssocmemError(f"{key}: unknown device {name!r}; use one of {DEVICE_NAMES}")
-    if base == "cpu":
+    if base not in DEVICE_NAMES or (":" in wanted and (base != "cuda" or not index.isdigit())):
+        raise AssocmemError(f"{key}: unknown device {name!r}; use one of {', '.join(DEVICE_NAMES)} (or cuda:N)")
+    return wanted
+
+
+def resolve_device(name: str | None = "auto", *, key: str = "device") -> str:
+    """Map a configured device (:func:`check_device`) to ``"cpu"`` or ``"cuda"`` (``"cuda:N"`` is kept).
+
+    ``auto`` (or None) picks CUDA when torch can use it. Asking for an absent GPU is an error naming ``key``."""
+    wanted = check_device(name, key)
+    if wanted == "cpu":
         return "cpu"
-    if base == "auto":
+    if wanted == "auto":
         return "cuda" if cuda_available() else "cpu"
     if not cuda_available():
         raise AssocmemError(f"{key}: {name!r} requested but CUDA is not available")

@@ -12,7 +12,7 @@ import torch
 from assocmem import runtime
 from assocmem.errors import AssocmemError
 from assocmem.knn import knn
-from assocmem.knn.engine import CPU_BLOCK_BYTES, Engine, check_device, resolve_engine
+from assocmem.knn.engine import CPU_BLOCK_BYTES, Engine, resolve_engine
 from assocmem.knn.shards import Shards
 from assocmem.knn.torch_engine import TorchSearch, exact_fp32
 
@@ -67,7 +67,7 @@ def test_cuda_requests(monkeypatch: pytest.MonkeyPatch) -> None:
 ])
 def test_device_names_have_one_spelling(name: str, match: str) -> None:
     with pytest.raises(AssocmemError, match=match):
-        check_device(name)
+        runtime.check_device(name, "neighbours.device")
 
 
 def test_engine_kinds_and_budgets() -> None:
