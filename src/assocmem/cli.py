@@ -261,7 +261,11 @@ def _refuse_changed_outputs(results_dir: Path) -> None:
 
 
 def _verify(results_dir: Path) -> int:
-    problems = stamps.scan(results_dir)
+    from assocmem.use.trust import audit
+
+    if not results_dir.is_dir():
+        raise AssocmemError(f"results directory not found: {results_dir}")
+    problems = audit(results_dir)
     for problem in problems:
         print(problem)
     count = sum(1 for _ in stamps.find_stamps(results_dir))

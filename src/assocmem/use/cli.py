@@ -102,7 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
 def model_and_vocabulary(args: argparse.Namespace) -> tuple[Path, DecoderLM, Vocabulary]:
     file = model_file(args.model)
     model = load_model(file, resolve_device(args.device, key="--device"))
-    return file, model, load_vocabulary(args.store or default_store(file), model)
+    return file, model, load_vocabulary(args.store or default_store(file), model, file)
 
 
 def run_sample(args: argparse.Namespace) -> None:
