@@ -404,3 +404,29 @@ def test_a_job_directory_copied_with_its_times_is_found_before_any_job(tiny_copy
                             capture_output=True, text=True, check=False)
     assert verify.returncode == 1 and "pct100 holds the outputs of job 'activations qf/activations/tiny/pct10'" in (
         verify.stdout)
+
+
+def test_evaluate_and_verify_refuse_what_the_pipeline_refuses(tiny_copy, capsys):
+    """Issue 39, on the pipeline's own stamps (tokenize -> subsets -> train): two words swapped in the store's
+    meta.json are refused by `evaluate` naming the file (it scored CE 3.46 instead of 2.85), and a run directory
+    whose stamp says another commit's code made it is reported by `verify` and refused by `evaluate`."""
+    from assocmem import cli
+
+    results = tiny_copy / "results"
+    meta, run = results / "qf/data/tokens/meta.json", results / "qf/train/tiny/pct100"
+    original = meta.read_text()
+    record = json.loads(original)
+    vocab = record["tokenizer"]["vocab"]
+    vocab[-1], vocab[-2] = vocab[-2], vocab[-1]
+    meta.write_text(json.dumps(record))
+    evaluate = ["evaluate", "--model", str(run), "--file", str(results / "qf/data/raw/question.dev")]
+    assert cli.main(evaluate) == 2
+    assert f"{meta} is not the file job 'tokenize qf/data/tokens' wrote" in capsys.readouterr().err
+    meta.write_text(original)
+    stamp = json.loads((run / "provenance.json").read_text())
+    (run / "provenance.json").write_text(json.dumps({**stamp, "code": "0" * 16}))
+    assert cli.main(["verify", str(results)]) == 1
+    assert f"{run} was made by other code of stage train" in capsys.readouterr().out
+    assert cli.main(evaluate) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and f"{run} was made by other code of stage train" in err
