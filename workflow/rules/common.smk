@@ -20,6 +20,7 @@ from assocmem.config import (
     validate_config,
 )
 from assocmem.dataset_kinds import FACTS, QUESTION_FORMATION, kind_of
+from assocmem.io import sha256_file
 from snakemake.exceptions import WorkflowError
 
 try:
@@ -63,8 +64,16 @@ def _shell_path(path):
 _SRC = _shell_path(Path(workflow.basedir) / "src")
 _INDUCTOR_CACHE = _shell_path(Path(R).resolve() / ".cache" / "torchinductor")
 _CHOICE_CACHE = _shell_path(Path(R).resolve() / ".cache")
+# fingerprinted now, when the run starts and reads them: the report names the text the run used, not the file as
+# it is when the report job runs
 _CONFIG_FILES = _shell_path(
-    json.dumps([str(path) for path in workflow.config_settings.configfiles])
+    json.dumps(
+        [
+            {"path": str(path), "sha256": sha256_file(path)}
+            for path in workflow.config_settings.configfiles
+            or [Path(workflow.basedir) / "config" / "config.yaml"]
+        ]
+    )
 )
 # The package is run from this checkout, so rules work in any environment that has the dependencies
 # (the installed one, or workflow/envs/assocmem.yaml under --use-conda).
