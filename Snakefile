@@ -52,7 +52,7 @@ check_command_line_targets()
 # A run holds its results_dir from start to end (assocmem.runlock); a dry run and the jobs claim nothing
 # (Snakemake calls these handlers only in the main process of a real run).
 onstart:
-    runlock.claim(R, workflow.basedir)
+    claim_results_dir()
 
 
 onsuccess:

@@ -65,6 +65,9 @@ CONFIG_CASES: list[tuple[str, Callable[[dict], None], str]] = [
     # names become paths and wildcards: shell syntax in one is refused before anything runs (issue 28)
     ("model name with shell syntax", lambda c: qf(c)["models"].update({"x;touch PWNED": qf(c)["models"].pop("tiny")}),
      "experiments.qf.models: 'x;touch PWNED' does not match '^[A-Za-z0-9_]+$'"),
+    # issue 39: results_dir '/' wrote /qf, /report and /logs
+    ("results_dir is the root", lambda c: c.update(results_dir="/"),
+     "assocmem: results_dir: '/' is the file system's root"),
     ("experiment name with $( )", lambda c: c["experiments"].update({"q$(touch PWNED)": c["experiments"].pop("qf")}),
      "experiments: 'q$(touch PWNED)' does not match '^[A-Za-z0-9_]+$'"),
 ]

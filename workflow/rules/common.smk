@@ -20,6 +20,7 @@ from assocmem.config import (
     validate_config,
 )
 from assocmem.dataset_kinds import FACTS, QUESTION_FORMATION, kind_of
+from assocmem.errors import AssocmemError
 from assocmem.io import sha256_file
 from snakemake.exceptions import WorkflowError
 
@@ -44,11 +45,22 @@ try:
     # a live run of another checkout writing this results_dir is refused (Snakemake's lock cannot see it, it
     # lives in the working directory: assocmem.runlock); this checkout's own jobs parse the workflow again here,
     # from the same working directory, and pass
+    runlock.check_results_dir(config["results_dir"], workflow.basedir)
     runlock.check_claim(config["results_dir"], workflow.basedir)
-except runlock.ResultsDirBusy as err:
-    raise WorkflowError(str(err)) from None
+except AssocmemError as err:
+    raise WorkflowError(f"assocmem: {err}") from None
 
 R = config["results_dir"]
+
+
+def claim_results_dir():
+    """onstart: hold the results directory for this run (assocmem.runlock), or stop with one line saying why not."""
+    try:
+        runlock.claim(R, workflow.basedir)
+    except AssocmemError as err:
+        raise WorkflowError(f"assocmem: {err}") from None
+
+
 EXPS = config["experiments"]
 THREADS = config["threads_per_job"]
 PRETRAINED = layout.PRETRAINED_SUBSET
