@@ -47,6 +47,7 @@ rule all:
 
 
 check_command_line_targets()
+check_report_config()
 
 
 # A run holds its results_dir from start to end (assocmem.runlock); a dry run and the jobs claim nothing
@@ -61,9 +62,5 @@ onsuccess:
 
 onerror:
     runlock.release(R)
-    print(
-        "\nassocmem: a job failed. Its error is printed above (`assocmem: <stage>: error: ...`; the whole log is under "
-        "results/logs/); the error names the file or config key at fault.\nFix that, then rerun the same command: finished outputs are kept and half-written "
-        "ones are redone.\nIf snakemake itself was killed (not a job failure), run `snakemake --unlock` first. "
-        "README.md, 'When something goes wrong', has more."
-    )
+    runhooks.put_back_report(Path(at("report_html")).parent, Path(R))
+    print(runhooks.end_message(INTERRUPTS.seen, RERUN, R), file=sys.stderr)

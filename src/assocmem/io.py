@@ -68,10 +68,11 @@ def write_json(dest: str | os.PathLike[str], obj: Any) -> None:
 def rebuild_hint(path: str | os.PathLike[str]) -> str:
     """How to rebuild a damaged or missing artifact: delete it and rerun, or force its rule."""
     from assocmem.layout import producer
+    from assocmem.rerun import forcerun_command, rerun_command
 
     rule = producer(path)
-    force = f" (or `snakemake --cores all --forcerun {rule}`)" if rule else ""
-    return f"delete {path} and rerun `snakemake --cores all`{force}"
+    force = f" (or `{forcerun_command(rule)}`)" if rule else ""
+    return f"delete {path} and rerun `{rerun_command()}`{force}"
 
 
 def read_json(path: str | os.PathLike[str]) -> Any:

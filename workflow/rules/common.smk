@@ -1,13 +1,14 @@
 # Config validation and every input, param and path function the rules use; the rule files stay declarative.
 import functools
 import json
+import os
 import shlex
 import sys
 
 # this checkout's package, whatever else is installed: the DAG, the code digests and the jobs use one source
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
-from assocmem import layout, runlock, targets
+from assocmem import layout, rerun, runhooks, runlock, targets
 from assocmem.codehash import code_digest
 from assocmem.config import (
     ConfigError,
@@ -51,6 +52,16 @@ except AssocmemError as err:
     raise WorkflowError(f"assocmem: {err}") from None
 
 R = config["results_dir"]
+# what every hint tells the user to rerun: the command they typed, --configfile and --set included (assocmem.rerun)
+RERUN = os.environ.get(rerun.ENVIRONMENT, "").strip() or rerun.snakemake_command(
+    sys.argv
+)
+os.environ[rerun.ENVIRONMENT] = RERUN
+# the main process's Ctrl-C handler, its job-error printing and its end-of-run words (assocmem.runhooks)
+INTERRUPTS = runhooks.Interrupts(RERUN)
+if workflow.is_main_process:
+    INTERRUPTS.install()
+    runhooks.print_job_command_once()
 
 
 def claim_results_dir():
@@ -101,6 +112,8 @@ shell.prefix(
     # the report's run header names the run's config files; a variable, not a param, so that the same config read
     # from another path (a moved checkout) reruns nothing
     f"export ASSOCMEM_CONFIG_FILES={_CONFIG_FILES}; "
+    # every "delete X and rerun ..." hint a job prints names the command the user typed (assocmem.rerun)
+    f"export {rerun.ENVIRONMENT}={_shell_path(RERUN)}; "
     # torch.compile (train.compile) caches its kernels under the results directory
     f'if [ -z "${{{{TORCHINDUCTOR_CACHE_DIR:-}}}}" ]; then export TORCHINDUCTOR_CACHE_DIR={_INDUCTOR_CACHE}; fi; '
     # train.gemm and neighbours.cpu_engine `auto` keep their timed choices there too (assocmem.autotune), so every
@@ -554,6 +567,21 @@ def check_command_line_targets():
             "\n".join(f"assocmem: {p} (config: {files})" for p in problems),
             file=sys.stderr,
         )
+        sys.exit(1)
+
+
+def check_report_config():
+    """`snakemake --report`: refuse to pack results made with other settings or code than this config and checkout
+    (an earlier run's, with other `--set`s), which Snakemake would pack without a word.
+    """
+    if not workflow.is_main_process or not runhooks.is_report_command(sys.argv):
+        return
+    expectations = upstream_expectations(
+        report_inputs(None), skip=("model", "best_model")
+    )
+    refusal = runhooks.refuse_foreign_report(runhooks.report_mismatches(expectations))
+    if refusal:
+        print(refusal, file=sys.stderr)
         sys.exit(1)
 
 

@@ -157,4 +157,7 @@ def main(argv: list[str]) -> int:
     except AssocmemError as err:
         print(f"assocmem {args.command}: error: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"assocmem {args.command}: interrupted (Ctrl-C)", file=sys.stderr)
+        return 130
     return 0
