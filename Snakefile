@@ -48,6 +48,7 @@ rule all:
 
 check_command_line_targets()
 check_report_config()
+INTERRUPTS.workflow_read = True
 
 
 # A run holds its results_dir from start to end (assocmem.runlock); a dry run and the jobs claim nothing
@@ -64,3 +65,7 @@ onerror:
     runlock.release(R)
     runhooks.put_back_report(Path(at("report_html")).parent, Path(R))
     print(runhooks.end_message(INTERRUPTS.seen, RERUN, R), file=sys.stderr)
+    if INTERRUPTS.seen:
+        # the last line stays ours, not Snakemake's "At least one job did not complete successfully" (its locks are
+        # released on the way out)
+        sys.exit(130)

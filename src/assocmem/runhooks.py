@@ -24,6 +24,7 @@ class Interrupts:
     def __init__(self, rerun: str) -> None:
         self.rerun = rerun
         self.seen = False
+        self.workflow_read = False  # set at the end of the Snakefile: Snakemake handles a KeyboardInterrupt from then
 
     def __call__(self, signum: int, frame: Any) -> None:
         if self.seen:
@@ -31,6 +32,10 @@ class Interrupts:
                   f"stops at once, and then `{self.rerun}` resumes)", file=sys.stderr)
             return
         self.seen = True
+        if not self.workflow_read:  # Snakemake would print the traceback of wherever the Snakefile was
+            print(f"\nassocmem: interrupted (Ctrl-C) while reading the workflow: nothing ran; `{self.rerun}` starts "
+                  "it again.", file=sys.stderr)
+            raise SystemExit(130)
         raise KeyboardInterrupt
 
     def install(self) -> Interrupts:
@@ -41,8 +46,8 @@ class Interrupts:
 def end_message(interrupted: bool, rerun: str, results_dir: str) -> str:
     """onerror's last words: one line for a Ctrl-C, else what to do about the failed job."""
     if interrupted:
-        return ("\nassocmem: interrupted (Ctrl-C): the running jobs were stopped and their half-written outputs "
-                f"removed; finished outputs are kept, and `{rerun}` resumes from there.")
+        return ("\nassocmem: interrupted (Ctrl-C): the run stopped and keeps what its jobs finished (nothing "
+                f"half-written); `{rerun}` resumes from there.")
     return ("\nassocmem: a job failed. Its error is printed above (`assocmem: <stage>: error: ...`; the whole log is "
             f"under {results_dir}/logs/); the error names the file or config key at fault.\nFix that, then rerun "
             f"`{rerun}`: finished outputs are kept and half-written ones are redone. README.md, 'When something goes "

@@ -311,6 +311,10 @@ def test_damaged_artifact_fails_its_reader_naming_the_file(tiny_copy, target, da
     assert result.returncode != 0 and expected in output, output[-3000:]
     assert "Traceback" not in output, output[-3000:]  # the job's log holds one line naming the file
     assert "--forcerun" in output or "rerun `snakemake" in output or "Regenerate" in output  # says how to fix
+    # issue 39: the hint repeats the command that was run (its --configfile), and the job's command is printed once
+    hints = [part.split("`")[0] for part in output.split("rerun `")[1:]]
+    assert all(f"--configfile {ROOT / 'config' / 'test.yaml'}" in hint for hint in hints), hints
+    assert "returned non-zero exit status" not in output
 
 
 def drop_last_parquet_row(path: Path) -> None:

@@ -16,6 +16,7 @@ RERUN = "snakemake --cores all --configfile my.yaml"
 def test_the_first_ctrl_c_stops_the_run_and_a_second_says_it_is_stopping(capsys) -> None:
     """A second Ctrl-C printed Snakemake's "Cannot close a running event loop" traceback."""
     interrupts = runhooks.Interrupts(RERUN)
+    interrupts.workflow_read = True
     with pytest.raises(KeyboardInterrupt):
         interrupts(signal.SIGINT, None)
     assert interrupts.seen
@@ -109,3 +110,12 @@ def test_report_of_results_made_with_other_settings_is_refused(tmp_path) -> None
     refusal = runhooks.refuse_foreign_report(problems)
     assert refusal.startswith("assocmem: the results are not those of this config") and "\n" not in refusal
     assert runhooks.is_report_command(["snakemake", "--report", "r.zip"]) and not runhooks.is_report_command(["-n"])
+
+
+def test_ctrl_c_while_the_workflow_is_read_is_one_line(capsys) -> None:
+    """A Ctrl-C while Snakemake read the Snakefile printed the traceback of wherever it was."""
+    with pytest.raises(SystemExit) as stop:
+        runhooks.Interrupts(RERUN)(signal.SIGINT, None)
+    assert stop.value.code == 130
+    assert capsys.readouterr().err.strip() == (f"assocmem: interrupted (Ctrl-C) while reading the workflow: nothing "
+                                               f"ran; `{RERUN}` starts it again.")
