@@ -8,37 +8,24 @@ itself are left out): a job refused here would certainly not fit; one that passe
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from assocmem.errors import AssocmemError
+from assocmem.model import ModelConfig
 
 FLOAT_BYTES = 4  # fp32 weights, gradients, optimizer moments and activations
 ADAM_STATE = 2  # AdamW keeps two moments per parameter
 GIB = 1 << 30
 
 
-@dataclass(frozen=True)
-class ModelShape:
-    vocab_size: int
-    n_layer: int
-    d_model: int
-    n_head: int
-    d_ff: int
-    max_len: int
-    tie_embeddings: bool = True
-    bias: bool = True
-
-    @classmethod
-    def from_spec(cls, spec: dict[str, Any], vocab_size: int, context: int) -> ModelShape:
-        """A config's model spec (``d_ff`` null = 4 x d_model) on a store of ``vocab_size`` tokens."""
-        d_model = int(spec["d_model"])
-        return cls(vocab_size=vocab_size, n_layer=int(spec["n_layer"]), d_model=d_model, n_head=int(spec["n_head"]),
-                   d_ff=int(spec.get("d_ff") or 4 * d_model), max_len=max(int(spec.get("max_len", 64)), context),
-                   tie_embeddings=bool(spec.get("tie_embeddings", True)), bias=spec.get("bias") is not False)
+def model_shape(spec: dict[str, Any], vocab_size: int, context: int) -> ModelConfig:
+    """A config's model spec (``d_ff`` null = 4 x d_model) on a store of ``vocab_size`` tokens, with room for
+    ``context`` positions (the model's own ``max_len`` if longer)."""
+    return ModelConfig.from_dict({**spec, "max_len": max(int(spec.get("max_len", 64)), context),
+                                  "bias": spec.get("bias") is not False}, vocab_size)
 
 
-def parameter_count(shape: ModelShape) -> int:
+def parameter_count(shape: ModelConfig) -> int:
     """The parameters of ``assocmem.model.DecoderLM`` of this shape (a tied head counted once)."""
     d, f = shape.d_model, shape.d_ff
     biases = 7 * d + f if shape.bias else 0  # qkv, proj, both feed-forward layers, both LayerNorms
@@ -49,7 +36,7 @@ def parameter_count(shape: ModelShape) -> int:
     return shape.n_layer * per_block + embeddings + head + final_norm
 
 
-def training_bytes(shape: ModelShape, micro_batch: int, length: int) -> int:
+def training_bytes(shape: ModelConfig, micro_batch: int, length: int) -> int:
     """Weights, gradients and AdamW's two moments, and the activations one micro-batch of ``length`` tokens keeps
     for the backward pass (per block: the residual stream, attention's q, k, v and output, the feed-forward's
     hidden layer before and after its GELU, the attention weights; then the logits and their gradient)."""
@@ -58,12 +45,6 @@ def training_bytes(shape: ModelShape, micro_batch: int, length: int) -> int:
     per_block = tokens * (8 * shape.d_model + 2 * shape.d_ff) + micro_batch * shape.n_head * length * length
     logits = 2 * tokens * shape.vocab_size
     return FLOAT_BYTES * (state + shape.n_layer * per_block + logits)
-
-
-def search_bytes(n_database: int, n_queries: int, dim: int, block: int) -> int:
-    """An exact k-NN search of ``n_queries`` against ``n_database`` vectors of ``dim`` floats, queries taken
-    ``block`` at a time: both sets held, and one block's distances to every database vector."""
-    return FLOAT_BYTES * ((n_database + n_queries) * dim + min(block, n_queries) * n_database)
 
 
 def machine_memory(device: str = "cpu") -> tuple[int, str]:
@@ -99,7 +80,7 @@ def check_training_memory(train_cfg: dict[str, Any], model_spec: dict[str, Any],
 
     windows = store_meta.get("batching") != "sequences"
     length = int(train_cfg["block_size"]) if windows else int(model_spec.get("max_len", 64))
-    shape = ModelShape.from_spec(model_spec, int(store_meta["vocab_size"]), length)
+    shape = model_shape(model_spec, int(store_meta["vocab_size"]), length)
     micro_batch = int(train_cfg.get("micro_batch_size") or train_cfg["batch_size"])
     device = resolve_device(train_cfg.get("device", "cpu"), key="train.device")
     refuse_above_memory(f"training job {job} ({parameter_count(shape):.3g} parameters, micro-batch {micro_batch} x "

@@ -127,8 +127,9 @@ def audit(results_dir: Path) -> list[str]:
     since (a job directory copied with ``cp -a`` from another commit or run, whose times Snakemake trusts)."""
     problems = stamps.scan(results_dir)
     for stamp in stamps.find_stamps(results_dir):
-        if any(str(stamp.parent) in problem for problem in problems):
-            continue
+        named = (f"{stamp.parent}/", f"{stamp.parent} ")
+        if any(problem.removeprefix("missing file: ").startswith(named) for problem in problems):
+            continue  # scan named this job already (a file of it, or the job itself)
         try:
             record = stamps.read_stamp(stamp)
             problem = code_problem(stamp, record) or stamps.upstream_problem(stamp, record)

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from assocmem.errors import AssocmemError
 from assocmem.model import DecoderLM, ModelConfig
-from assocmem.runtime.memory import ModelShape, check_training_memory, parameter_count, search_bytes, training_bytes
+from assocmem.runtime.memory import check_training_memory, model_shape, parameter_count, training_bytes
 
 TRAIN = {"batch_size": 8, "micro_batch_size": None, "block_size": 64, "device": "cpu"}
 QF_STORE = {"batching": "sequences", "vocab_size": 80}
@@ -22,13 +22,12 @@ def test_the_parameter_count_is_the_models(n_layer, d_model, d_ff, tie, bias, vo
     spec = {"n_layer": n_layer, "d_model": d_model, "n_head": 2, "d_ff": d_ff, "max_len": 16, "tie_embeddings": tie,
             "bias": bias}
     model = DecoderLM(ModelConfig.from_dict(spec, vocab_size=vocab))
-    assert parameter_count(ModelShape.from_spec(spec, vocab, 0)) == model.num_parameters()
+    assert parameter_count(model_shape(spec, vocab, 0)) == model.num_parameters()
 
 
 def test_the_estimate_grows_with_the_model_and_the_batch():
-    shape = ModelShape.from_spec({"n_layer": 2, "d_model": 64, "n_head": 2}, 100, 32)
+    shape = model_shape({"n_layer": 2, "d_model": 64, "n_head": 2}, 100, 32)
     assert 16 * parameter_count(shape) < training_bytes(shape, 1, 32) < training_bytes(shape, 8, 32)
-    assert search_bytes(1000, 100, 16, 10) == 4 * (1100 * 16 + 10 * 1000)
 
 
 def test_a_model_too_large_for_the_machine_is_refused_before_it_allocates():
