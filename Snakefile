@@ -63,7 +63,7 @@ onsuccess:
 
 onerror:
     runlock.release(R)
-    runhooks.put_back_report(Path(at("report_html")).parent, Path(R))
+    runhooks.put_back_report(Path(at("report_html")).parent)
     print(runhooks.end_message(INTERRUPTS.seen, RERUN, R), file=sys.stderr)
     if INTERRUPTS.seen:
         # the last line stays ours, not Snakemake's "At least one job did not complete successfully" (its locks are

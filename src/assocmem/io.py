@@ -193,7 +193,7 @@ def load_torch(path: str | os.PathLike[str], what: str = "checkpoint") -> Any:
         return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # noqa: BLE001 - zip, pickle and OS errors all mean a damaged file
         first_line = next(iter(str(err).strip().splitlines()), "")  # torch's own messages run to many lines
-        raise AssocmemError(f"cannot read {what} {path}: not a torch file, truncated or corrupt "
+        raise AssocmemError(f"cannot read {what} {path}: truncated or corrupt, or not a torch file "
                             f"({type(err).__name__}: {first_line}); {rebuild_hint(path)}") from err
 
 

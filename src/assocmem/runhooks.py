@@ -82,11 +82,11 @@ def print_job_command_once() -> bool:
     return True
 
 
-def put_back_report(report_dir: Path, results_dir: Path) -> None:
+def put_back_report(report_dir: Path) -> None:
     """onerror: the previous report back where a failed or interrupted report job left none."""
     from assocmem.report.swap import put_back
 
-    if put_back(report_dir, results_dir):
+    if put_back(report_dir):
         print(f"assocmem: the report job did not finish: {report_dir} holds the previous report (dated 1970), "
               "until a rerun builds the new one", file=sys.stderr)
 

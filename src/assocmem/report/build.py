@@ -321,7 +321,7 @@ def build_report(params: dict[str, Any], results_dir: Path, out_dir: Path) -> li
     """The report, built beside ``out_dir`` and swapped in whole when complete (``assocmem.report.swap``)."""
     with swapped_in(Path(out_dir)) as stage:
         checks = _build_report(params, results_dir, stage)
-    keep_copy(Path(out_dir), Path(results_dir))
+    keep_copy(Path(out_dir))
     return checks
 
 

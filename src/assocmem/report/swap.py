@@ -1,6 +1,7 @@
 """The report is replaced whole or not at all (issue 39): it is built in a directory beside its place and swapped
 in when complete, and a copy of the last complete report is kept, so that a report job that fails or is interrupted
-(Snakemake deletes a job's outputs when it starts it, and again when it fails) can be put back. The copy put back
+(Snakemake deletes a job's outputs when it starts it, and again when it fails) can be put back. The copy lies
+beside the report (``results/.report-previous``). The copy put back
 is dated 1970, so that the next run sees it as out of date and builds the report again.
 """
 
@@ -13,7 +14,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-PREVIOUS = Path(".cache") / "report-previous"  # under the results directory
+PREVIOUS = ".{}-previous"  # the copy's name beside the report's directory: results/.report-previous
 OUT_OF_DATE = 0  # the modification time of a report put back: older than any input
 
 
@@ -42,17 +43,20 @@ def swapped_in(out_dir: Path) -> Iterator[Path]:
     shutil.rmtree(old, ignore_errors=True)
 
 
-def keep_copy(out_dir: Path, results_dir: Path) -> None:
-    """Keep a copy of the complete report at ``out_dir`` for :func:`put_back`."""
-    previous = results_dir / PREVIOUS
-    with swapped_in(previous) as stage:
+def previous_copy(out_dir: Path) -> Path:
+    return out_dir.with_name(PREVIOUS.format(out_dir.name))
+
+
+def keep_copy(out_dir: Path) -> None:
+    """Keep a copy of the complete report at ``out_dir`` beside it, for :func:`put_back`."""
+    with swapped_in(previous_copy(out_dir)) as stage:
         shutil.copytree(out_dir, stage, dirs_exist_ok=True)
 
 
-def put_back(out_dir: Path, results_dir: Path) -> bool:
+def put_back(out_dir: Path) -> bool:
     """After a report job that failed or was interrupted: the last complete report back at ``out_dir``, dated
     1970 (so the next run rebuilds it). False when there was no report missing, or no copy to put back."""
-    previous = results_dir / PREVIOUS
+    previous = previous_copy(out_dir)
     if (out_dir / "index.html").exists() or not (previous / "index.html").is_file():
         return False
     with swapped_in(out_dir) as stage:

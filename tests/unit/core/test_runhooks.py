@@ -8,7 +8,7 @@ import signal
 import pytest
 
 from assocmem import runhooks
-from assocmem.report.swap import PREVIOUS, keep_copy, put_back, swapped_in
+from assocmem.report.swap import keep_copy, previous_copy, put_back, swapped_in
 
 RERUN = "snakemake --cores all --configfile my.yaml"
 
@@ -82,14 +82,14 @@ def test_a_report_job_that_did_not_finish_leaves_the_previous_report_dated_1970(
     results = tmp_path / "results"
     out = results / "report"
     write_report(out, "previous")
-    keep_copy(out, results)
-    assert (results / PREVIOUS / "index.html").read_text() == "previous"
+    keep_copy(out)
+    assert (previous_copy(out) / "index.html").read_text() == "previous" and previous_copy(out).parent == results
     for path in (out / "index.html", out / "figures" / "a.png"):
         path.unlink()  # what Snakemake does to the outputs of the report job it starts, and of one that fails
-    assert put_back(out, results)
+    assert put_back(out)
     assert (out / "index.html").read_text() == "previous" and (out / "figures" / "a.png").is_file()
     assert {path.stat().st_mtime for path in [out, *out.rglob("*")]} == {0}  # the next run rebuilds it
-    assert not put_back(out, results)  # a report is there: nothing to do
+    assert not put_back(out)  # a report is there: nothing to do
 
 
 def test_report_of_results_made_with_other_settings_is_refused(tmp_path) -> None:

@@ -26,7 +26,8 @@ def test_a_file_that_is_no_model_is_named_in_one_line(results, capsys) -> None:
     meta = store_dir(results) / "meta.json"
     status, err = assocmem(capsys, "evaluate", "--model", meta)
     assert status == 2 and len(err.splitlines()) == 1
-    assert err.startswith(f"assocmem evaluate: error: cannot read model {meta}: not a torch file, truncated or corrupt")
+    assert err.startswith(f"assocmem evaluate: error: cannot read model {meta}: truncated or corrupt, or not a torch "
+                          "file")
 
 
 def test_an_unreadable_store_file_is_named_in_one_line(results, tmp_path, capsys) -> None:
