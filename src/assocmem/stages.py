@@ -98,7 +98,7 @@ def subsets(params: dict[str, Any], store_dir: Path, out_dir: Path) -> str:
 
 
 def train(params: dict[str, Any], store_dir: Path, run_dir: Path) -> str:
-    from assocmem.runtime.memory import check_training_memory
+    from assocmem.footprint import check_training_memory
     from assocmem.tokenstore import read_store_meta
     from assocmem.train import build_job
 

@@ -1,4 +1,4 @@
-"""assocmem.runtime.memory: a job's memory, estimated before it allocates, and the one-line refusal (issue 39)."""
+"""assocmem.footprint: a job's memory, estimated before it allocates, and the one-line refusal (issue 39)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from assocmem.errors import AssocmemError
+from assocmem.footprint import check_training_memory, model_shape, parameter_count, training_bytes
 from assocmem.model import DecoderLM, ModelConfig
-from assocmem.runtime.memory import check_training_memory, model_shape, parameter_count, training_bytes
 
 TRAIN = {"batch_size": 8, "micro_batch_size": None, "block_size": 64, "device": "cpu"}
 QF_STORE = {"batching": "sequences", "vocab_size": 80}
