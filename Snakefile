@@ -47,12 +47,14 @@ rule all:
 
 
 check_command_line_targets()
+check_report_config()
+INTERRUPTS.workflow_read = True
 
 
 # A run holds its results_dir from start to end (assocmem.runlock); a dry run and the jobs claim nothing
 # (Snakemake calls these handlers only in the main process of a real run).
 onstart:
-    runlock.claim(R, workflow.basedir)
+    claim_results_dir()
 
 
 onsuccess:
@@ -61,9 +63,9 @@ onsuccess:
 
 onerror:
     runlock.release(R)
-    print(
-        "\nassocmem: a job failed. Its error is printed above (`assocmem: <stage>: error: ...`; the whole log is under "
-        "results/logs/); the error names the file or config key at fault.\nFix that, then rerun the same command: finished outputs are kept and half-written "
-        "ones are redone.\nIf snakemake itself was killed (not a job failure), run `snakemake --unlock` first. "
-        "README.md, 'When something goes wrong', has more."
-    )
+    runhooks.put_back_report(Path(at("report_html")).parent)
+    print(runhooks.end_message(INTERRUPTS.seen, RERUN, R), file=sys.stderr)
+    if INTERRUPTS.seen:
+        # the last line stays ours, not Snakemake's "At least one job did not complete successfully" (its locks are
+        # released on the way out)
+        sys.exit(130)

@@ -22,6 +22,7 @@ from assocmem.errors import AssocmemError
 from assocmem.progress import Heartbeat, set_job, status_line
 
 log = logging.getLogger("assocmem")
+INTERRUPTED = 130  # the exit status of a process ended by SIGINT, as the shell reports it
 
 # subcommand -> (stage function, its path arguments in call order, help); "?" marks an optional path
 STAGES: dict[str, tuple[Callable[..., Any], tuple[str, ...], str]] = {
@@ -232,9 +233,13 @@ def snakemake_argv(snakemake_args: list[str]) -> tuple[list[str], list[dict[str,
 
 def run_snakemake(snakemake_args: list[str]) -> None:
     """Validate every config file with errors that name file, line and key, then hand over to snakemake."""
+    from assocmem import rerun
+
     args, configs = snakemake_argv(snakemake_args)
     _refuse_changed_outputs(results_directory(args, configs))
     _clear_stale_lock(args)
+    # the hints of the workflow and its jobs name this command, not the snakemake line it becomes (assocmem.rerun)
+    os.environ[rerun.ENVIRONMENT] = rerun.typed_command("python -m assocmem run", snakemake_args)
     os.execvp(sys.executable, [sys.executable, "-m", "snakemake", *args])
 
 
@@ -261,7 +266,11 @@ def _refuse_changed_outputs(results_dir: Path) -> None:
 
 
 def _verify(results_dir: Path) -> int:
-    problems = stamps.scan(results_dir)
+    from assocmem.use.trust import audit
+
+    if not results_dir.is_dir():
+        raise AssocmemError(f"results directory not found: {results_dir}")
+    problems = audit(results_dir)
     for problem in problems:
         print(problem)
     count = sum(1 for _ in stamps.find_stamps(results_dir))
@@ -313,6 +322,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"assocmem {args.stage}: error: {err}", file=sys.stderr)
         status_line(f"{args.stage}: error: {err}")  # on the terminal too, whatever Snakemake prints
         return 2
+    except KeyboardInterrupt:
+        line = f"{args.stage}: interrupted (Ctrl-C); nothing half-written is kept, and a rerun resumes"
+        print(f"assocmem {line}", file=sys.stderr)
+        status_line(line)
+        return INTERRUPTED
     except Exception as err:
         status_line(f"{args.stage}: failed: {type(err).__name__}: {err} (the traceback is in the job's log)")
         raise

@@ -76,11 +76,25 @@ def validate_config(config: dict[str, Any], schema: dict[str, Any]) -> dict[str,
     filled = copy.deepcopy(config)
     validator = _DefaultFillingValidator(schema)
     errors = sorted(validator.iter_errors(filled), key=lambda e: list(map(str, e.absolute_path)))
-    if errors:
-        lines = "\n  - ".join(_describe(e) for e in errors)
-        raise ConfigError(f"invalid config ({len(errors)} problem(s)):\n  - {lines}")
+    problems = [*_non_finite(filled), *(_describe(e) for e in errors)]
+    if problems:
+        lines = "\n  - ".join(problems)
+        raise ConfigError(f"invalid config ({len(problems)} problem(s)):\n  - {lines}")
     _check_semantics(filled)
     return filled
+
+
+def _non_finite(value: Any, path: str = "") -> Iterator[str]:
+    """Every NaN or infinity (YAML's ``.nan``, ``.inf``): JSON schema's bounds let them through (NaN compares false
+    with every bound), and a stage then fails late without naming the key."""
+    if isinstance(value, float) and not math.isfinite(value):
+        yield f"{path or '<top level>'}: {value} is not a finite number"
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _non_finite(item, f"{path}.{key}" if path else str(key))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from _non_finite(item, f"{path}[{i}]")
 
 
 def _check_semantics(config: dict[str, Any]) -> None:
@@ -137,6 +151,9 @@ def _memorisation_problems(prefix: str, exp: dict[str, Any]) -> list[str]:
 
 def _model_problems(prefix: str, exp: dict[str, Any]) -> list[str]:
     problems, kind = [], kind_of(exp["dataset"])
+    if not exp["models"] and not exp["pretrained"]:
+        problems.append(f"{prefix}.models: no model to train (and no pretrained one): the experiment would run no "
+                        "job the report checks; give at least one model")
     for name, spec in exp["pretrained"].items():
         if (spec["name"] is None) == (spec["config"] is None):
             problems.append(f"{prefix}.pretrained.{name}: give exactly one of 'name' or 'config'")

@@ -68,10 +68,11 @@ def write_json(dest: str | os.PathLike[str], obj: Any) -> None:
 def rebuild_hint(path: str | os.PathLike[str]) -> str:
     """How to rebuild a damaged or missing artifact: delete it and rerun, or force its rule."""
     from assocmem.layout import producer
+    from assocmem.rerun import forcerun_command, rerun_command
 
     rule = producer(path)
-    force = f" (or `snakemake --cores all --forcerun {rule}`)" if rule else ""
-    return f"delete {path} and rerun `snakemake --cores all`{force}"
+    force = f" (or `{forcerun_command(rule)}`)" if rule else ""
+    return f"delete {path} and rerun `{rerun_command()}`{force}"
 
 
 def read_json(path: str | os.PathLike[str]) -> Any:
@@ -82,6 +83,8 @@ def read_json(path: str | os.PathLike[str]) -> Any:
         return json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise AssocmemError(f"corrupt JSON in {path}: {err}; {rebuild_hint(path)}") from err
+    except OSError as err:  # a directory, or a file this user may not read
+        raise AssocmemError(f"cannot read {path}: {err.strerror or err}; {rebuild_hint(path)}") from err
 
 
 FINITE_CHECK_BYTES = 64 << 20  # the slice of an array checked at a time, so a memory map is never copied whole
@@ -189,8 +192,9 @@ def load_torch(path: str | os.PathLike[str], what: str = "checkpoint") -> Any:
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # noqa: BLE001 - zip, pickle and OS errors all mean a damaged file
-        raise AssocmemError(f"cannot read {what} {path}: truncated or corrupt ({type(err).__name__}: {err}); "
-                            f"{rebuild_hint(path)}") from err
+        first_line = next(iter(str(err).strip().splitlines()), "")  # torch's own messages run to many lines
+        raise AssocmemError(f"cannot read {what} {path}: truncated or corrupt, or not a torch file "
+                            f"({type(err).__name__}: {first_line}); {rebuild_hint(path)}") from err
 
 
 def write_npy(dest: str | os.PathLike[str], array: np.ndarray) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import tempfile
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -171,13 +172,41 @@ def check_claim(results_dir: str | os.PathLike[str], checkout: str | os.PathLike
         f"{record['pid']} is no such run, delete {claim_file(results_dir)}.")
 
 
+def check_results_dir(results_dir: str, checkout: str | os.PathLike[str]) -> None:
+    """Refuse, before anything runs, a ``results_dir`` the run must not or cannot write: empty (it meant the working
+    directory), the file system's root, the checkout itself unless written as ``.``, a file, or a place this user
+    cannot create files in (probed with a temporary directory, removed at once: a dry run leaves nothing)."""
+    key = "results_dir"
+    if not results_dir.strip():
+        raise AssocmemError(f"{key} is empty: give a directory (default: results)")
+    path = Path(results_dir).expanduser().resolve()
+    if path == Path(path.anchor):
+        raise AssocmemError(f"{key}: {results_dir!r} is the file system's root; give a directory of its own "
+                            "(default: results)")
+    if path == Path(checkout).resolve() and results_dir.strip() != ".":
+        raise AssocmemError(f"{key}: {results_dir!r} is the checkout itself, where the results would mix with the "
+                            "code; give a directory of its own (default: results), or write `.` if that is meant")
+    existing = next(parent for parent in (path, *path.parents) if parent.exists())
+    if not existing.is_dir():
+        raise AssocmemError(f"{key}: {existing} is a file, not a directory")
+    try:
+        tempfile.TemporaryDirectory(dir=existing, prefix=".assocmem-probe-").cleanup()
+    except OSError as err:
+        raise AssocmemError(f"{key}: cannot create {path} (creating a directory in {existing} fails: "
+                            f"{err.strerror or err}); give results_dir a directory this user can write") from None
+
+
 def claim(results_dir: str | os.PathLike[str], checkout: str | os.PathLike[str]) -> None:
     """Record (atomically) that this run holds ``results_dir``; checked again first, for a run that started
     since this workflow was parsed."""
     from assocmem.io import write_json
 
     check_claim(results_dir, checkout)
-    write_json(claim_file(results_dir), this_run(checkout))
+    try:
+        write_json(claim_file(results_dir), this_run(checkout))
+    except OSError as err:
+        raise AssocmemError(f"results_dir {results_dir}: cannot write there ({err.strerror or err}); give "
+                            "results_dir a directory this user can write") from err
 
 
 def release(results_dir: str | os.PathLike[str]) -> None:

@@ -98,9 +98,12 @@ def subsets(params: dict[str, Any], store_dir: Path, out_dir: Path) -> str:
 
 
 def train(params: dict[str, Any], store_dir: Path, run_dir: Path) -> str:
+    from assocmem.footprint import check_training_memory
+    from assocmem.tokenstore import read_store_meta
     from assocmem.train import build_job
 
     set_threads(params["threads"])
+    check_training_memory(params["train"], params["model"], read_store_meta(store_dir), params["job"])
     # the digest of the code running (cli.run_stage): a checkpoint written by other code never resumes (issue 28)
     summary = build_job(params["train"], params["model"], params["seed"], store_dir, run_dir, code=params["code"],
                         job=params["job"]).run()

@@ -74,7 +74,9 @@ def meta_path(store_dir: str | os.PathLike[str]) -> Path:
 
 
 def rebuild_hint(path: Path) -> str:
-    return (f"rebuild it: delete {path.parent} and rerun snakemake (or `snakemake --forcerun tokenize` / "
+    from assocmem.rerun import forcerun_command, rerun_command
+
+    return (f"rebuild it: delete {path.parent} and rerun `{rerun_command()}` (or `{forcerun_command('tokenize')}` / "
             "`--forcerun subsets`)")
 
 

@@ -65,6 +65,9 @@ CONFIG_CASES: list[tuple[str, Callable[[dict], None], str]] = [
     # names become paths and wildcards: shell syntax in one is refused before anything runs (issue 28)
     ("model name with shell syntax", lambda c: qf(c)["models"].update({"x;touch PWNED": qf(c)["models"].pop("tiny")}),
      "experiments.qf.models: 'x;touch PWNED' does not match '^[A-Za-z0-9_]+$'"),
+    # issue 39: results_dir '/' wrote /qf, /report and /logs
+    ("results_dir is the root", lambda c: c.update(results_dir="/"),
+     "assocmem: results_dir: '/' is the file system's root"),
     ("experiment name with $( )", lambda c: c["experiments"].update({"q$(touch PWNED)": c["experiments"].pop("qf")}),
      "experiments: 'q$(touch PWNED)' does not match '^[A-Za-z0-9_]+$'"),
 ]
@@ -308,6 +311,10 @@ def test_damaged_artifact_fails_its_reader_naming_the_file(tiny_copy, target, da
     assert result.returncode != 0 and expected in output, output[-3000:]
     assert "Traceback" not in output, output[-3000:]  # the job's log holds one line naming the file
     assert "--forcerun" in output or "rerun `snakemake" in output or "Regenerate" in output  # says how to fix
+    # issue 39: the hint repeats the command that was run (its --configfile), and the job's command is printed once
+    hints = [part.split("`")[0] for part in output.split("rerun `")[1:]]
+    assert all(f"--configfile {ROOT / 'config' / 'test.yaml'}" in hint for hint in hints), hints
+    assert "returned non-zero exit status" not in output
 
 
 def drop_last_parquet_row(path: Path) -> None:
@@ -404,3 +411,29 @@ def test_a_job_directory_copied_with_its_times_is_found_before_any_job(tiny_copy
                             capture_output=True, text=True, check=False)
     assert verify.returncode == 1 and "pct100 holds the outputs of job 'activations qf/activations/tiny/pct10'" in (
         verify.stdout)
+
+
+def test_evaluate_and_verify_refuse_what_the_pipeline_refuses(tiny_copy, capsys):
+    """Issue 39, on the pipeline's own stamps (tokenize -> subsets -> train): two words swapped in the store's
+    meta.json are refused by `evaluate` naming the file (it scored CE 3.46 instead of 2.85), and a run directory
+    whose stamp says another commit's code made it is reported by `verify` and refused by `evaluate`."""
+    from assocmem import cli
+
+    results = tiny_copy / "results"
+    meta, run = results / "qf/data/tokens/meta.json", results / "qf/train/tiny/pct100"
+    original = meta.read_text()
+    record = json.loads(original)
+    vocab = record["tokenizer"]["vocab"]
+    vocab[-1], vocab[-2] = vocab[-2], vocab[-1]
+    meta.write_text(json.dumps(record))
+    evaluate = ["evaluate", "--model", str(run), "--file", str(results / "qf/data/raw/question.dev")]
+    assert cli.main(evaluate) == 2
+    assert f"{meta} is not the file job 'tokenize qf/data/tokens' wrote" in capsys.readouterr().err
+    meta.write_text(original)
+    stamp = json.loads((run / "provenance.json").read_text())
+    (run / "provenance.json").write_text(json.dumps({**stamp, "code": "0" * 16}))
+    assert cli.main(["verify", str(results)]) == 1
+    assert f"{run} was made by other code of stage train" in capsys.readouterr().out
+    assert cli.main(evaluate) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and f"{run} was made by other code of stage train" in err

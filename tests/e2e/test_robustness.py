@@ -278,3 +278,30 @@ def test_changed_code_reruns_its_jobs_and_their_dependants(tiny_copy, tmp_path):
         if code == "report/render.py":
             assert dry_run(repo, tiny_copy) == {"report"}
     assert dry_run(repo, tiny_copy) == {"train", "activations", "neighbours", "evaluate", "report"}
+
+
+def test_ctrl_c_during_the_report_keeps_the_previous_one_and_ends_with_one_line(tiny_copy):
+    """Issue 39: Ctrl-C (SIGINT to the process group) during the report printed a KeyboardInterrupt traceback and
+    deleted the previous report; a second Ctrl-C printed Snakemake's "Cannot close a running event loop" traceback;
+    the run ended with the false "a job failed ... names the file or config key" and "run --unlock" hints."""
+    report = tiny_copy / "results" / "report"
+    previous = (report / "checks.json").read_bytes()
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(tiny_copy),
+           "--configfile", str(ROOT / "config" / "test.yaml"), "--cores", "1", "--forcerun", "report"]
+    process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               start_new_session=True)
+    deadline = time.monotonic() + 120
+    while process.poll() is None and time.monotonic() < deadline and not list(
+            (tiny_copy / "results").glob(".report.*.tmp")):  # the report job is building (assocmem.report.swap)
+        time.sleep(0.02)
+    os.killpg(process.pid, signal.SIGINT)
+    time.sleep(0.2)
+    os.kill(process.pid, signal.SIGINT)
+    output = process.communicate(timeout=300)[0]
+    assert process.returncode == 130, output[-3000:]
+    for wrong in ("Traceback", "event loop", "a job failed", "--unlock"):
+        assert wrong not in output, output[-3000:]
+    assert output.rstrip().splitlines()[-1].startswith("assocmem: interrupted (Ctrl-C): the run stopped and keeps")
+    assert "--forcerun report` resumes from there." in output
+    assert (report / "checks.json").read_bytes() == previous and (report / "index.html").stat().st_mtime == 0
+    assert not (tiny_copy / ".snakemake" / "locks").exists() or not any((tiny_copy / ".snakemake" / "locks").iterdir())

@@ -69,3 +69,21 @@ def test_the_receipts_of_the_tiny_report_are_typeset(tiny_run):
     """Every receipt of the tiny run's checks.json writes its formulas as math, truth values and lists in words."""
     checks = json.loads((tiny_run / "results" / "report" / "checks.json").read_text())["checks"]
     assert [problem for check in checks for problem in receipt_problems(check)] == []
+
+
+def test_results_of_another_config_are_not_packed(tiny_run, tmp_path):
+    """Issue 39: `snakemake --report` packed results made with other settings (an earlier `--set` run) without a
+    word; it now refuses, naming the jobs, before it packs anything."""
+    import yaml
+    from conftest import ROOT
+
+    config = yaml.safe_load((ROOT / "config" / "test.yaml").read_text())
+    config["experiments"]["qf"]["train"]["lr"] *= 2
+    other = tmp_path / "other.yaml"
+    other.write_text(yaml.safe_dump(config))
+    out = tmp_path / "report.zip"
+    result = snakemake(tiny_run, "--report", str(out), config=other, check=False, timeout=300)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0 and not out.exists() and "Traceback" not in output
+    assert "assocmem: the results are not those of this config and checkout" in output
+    assert "results/qf/train/tiny/pct100 was made with other settings" in output

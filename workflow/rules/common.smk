@@ -1,13 +1,14 @@
 # Config validation and every input, param and path function the rules use; the rule files stay declarative.
 import functools
 import json
+import os
 import shlex
 import sys
 
 # this checkout's package, whatever else is installed: the DAG, the code digests and the jobs use one source
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
-from assocmem import layout, runlock, targets
+from assocmem import layout, rerun, runhooks, runlock, targets
 from assocmem.runtime import share_of_cores
 from assocmem.codehash import code_digest
 from assocmem.config import (
@@ -21,6 +22,8 @@ from assocmem.config import (
     validate_config,
 )
 from assocmem.dataset_kinds import FACTS, QUESTION_FORMATION, kind_of
+from assocmem.errors import AssocmemError
+from assocmem.io import sha256_file
 from snakemake.exceptions import WorkflowError
 
 try:
@@ -44,11 +47,32 @@ try:
     # a live run of another checkout writing this results_dir is refused (Snakemake's lock cannot see it, it
     # lives in the working directory: assocmem.runlock); this checkout's own jobs parse the workflow again here,
     # from the same working directory, and pass
+    runlock.check_results_dir(config["results_dir"], workflow.basedir)
     runlock.check_claim(config["results_dir"], workflow.basedir)
-except runlock.ResultsDirBusy as err:
-    raise WorkflowError(str(err)) from None
+except AssocmemError as err:
+    raise WorkflowError(f"assocmem: {err}") from None
 
 R = config["results_dir"]
+# what every hint tells the user to rerun: the command they typed, --configfile and --set included (assocmem.rerun)
+RERUN = os.environ.get(rerun.ENVIRONMENT, "").strip() or rerun.snakemake_command(
+    sys.argv
+)
+os.environ[rerun.ENVIRONMENT] = RERUN
+# the main process's Ctrl-C handler, its job-error printing and its end-of-run words (assocmem.runhooks)
+INTERRUPTS = runhooks.Interrupts(RERUN)
+if workflow.is_main_process:
+    INTERRUPTS.install()
+    runhooks.print_job_command_once()
+
+
+def claim_results_dir():
+    """onstart: hold the results directory for this run (assocmem.runlock), or stop with one line saying why not."""
+    try:
+        runlock.claim(R, workflow.basedir)
+    except AssocmemError as err:
+        raise WorkflowError(f"assocmem: {err}") from None
+
+
 EXPS = config["experiments"]
 THREADS = config["threads_per_job"]
 PRETRAINED = layout.PRETRAINED_SUBSET
@@ -64,8 +88,16 @@ def _shell_path(path):
 _SRC = _shell_path(Path(workflow.basedir) / "src")
 _INDUCTOR_CACHE = _shell_path(Path(R).resolve() / ".cache" / "torchinductor")
 _CHOICE_CACHE = _shell_path(Path(R).resolve() / ".cache")
+# fingerprinted now, when the run starts and reads them: the report names the text the run used, not the file as
+# it is when the report job runs
 _CONFIG_FILES = _shell_path(
-    json.dumps([str(path) for path in workflow.config_settings.configfiles])
+    json.dumps(
+        [
+            {"path": str(path), "sha256": sha256_file(path)}
+            for path in workflow.config_settings.configfiles
+            or [Path(workflow.basedir) / "config" / "config.yaml"]
+        ]
+    )
 )
 # The package is run from this checkout, so rules work in any environment that has the dependencies
 # (the installed one, or workflow/envs/assocmem.yaml under --use-conda).
@@ -81,6 +113,8 @@ shell.prefix(
     # the report's run header names the run's config files; a variable, not a param, so that the same config read
     # from another path (a moved checkout) reruns nothing
     f"export ASSOCMEM_CONFIG_FILES={_CONFIG_FILES}; "
+    # every "delete X and rerun ..." hint a job prints names the command the user typed (assocmem.rerun)
+    f"export {rerun.ENVIRONMENT}={_shell_path(RERUN)}; "
     # torch.compile (train.compile) caches its kernels under the results directory
     f'if [ -z "${{{{TORCHINDUCTOR_CACHE_DIR:-}}}}" ]; then export TORCHINDUCTOR_CACHE_DIR={_INDUCTOR_CACHE}; fi; '
     # train.gemm and neighbours.cpu_engine `auto` keep their timed choices there too (assocmem.autotune), so every
@@ -554,6 +588,21 @@ def check_command_line_targets():
             "\n".join(f"assocmem: {p} (config: {files})" for p in problems),
             file=sys.stderr,
         )
+        sys.exit(1)
+
+
+def check_report_config():
+    """`snakemake --report`: refuse to pack results made with other settings or code than this config and checkout
+    (an earlier run's, with other `--set`s), which Snakemake would pack without a word.
+    """
+    if not workflow.is_main_process or not runhooks.is_report_command(sys.argv):
+        return
+    expectations = upstream_expectations(
+        report_inputs(None), skip=("model", "best_model")
+    )
+    refusal = runhooks.refuse_foreign_report(runhooks.report_mismatches(expectations))
+    if refusal:
+        print(refusal, file=sys.stderr)
         sys.exit(1)
 
 

@@ -18,6 +18,7 @@ from typing import Any
 from assocmem.errors import AssocmemError
 from assocmem.facts.generate import SPLITS, FactsSpec
 from assocmem.io import sha256_file
+from assocmem.rerun import rerun_command
 from assocmem.tokenwriter import Tokenizer, finish_store, tokenize_corpus
 
 SOS, EOS, SEP = "<sos>", "<eos>", "<sep>"
@@ -65,7 +66,7 @@ def read_facts(path: Path, spec: FactsSpec) -> list[tuple[list[str], list[str]]]
                 and set(key_symbols) <= keys and set(value_symbols) <= values):
             raise AssocmemError(f"{path}, line {number}: not a fact of {spec.key_length} key symbols k0..k"
                                 f"{spec.key_vocab - 1}, a tab and {spec.value_length} value symbols v0..v"
-                                f"{spec.value_vocab - 1}: {line!r}; delete {path.parent} and rerun snakemake")
+                                f"{spec.value_vocab - 1}: {line!r}; delete {path.parent} and rerun `{rerun_command()}`")
         facts.append((key_symbols, value_symbols))
     return facts
 

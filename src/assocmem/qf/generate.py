@@ -50,6 +50,7 @@ from assocmem.qf.grammar import (
     question_templates,
 )
 from assocmem.qf.weights import QFDistribution, distribution, fitted_path, gen_quota_sizes, rc_group
+from assocmem.rerun import rerun_command
 
 GENERATOR_VERSION = "qf-2.0"
 TASKS = ("decl", "quest")
@@ -341,7 +342,8 @@ def iter_qf(path: str | os.PathLike[str]) -> Iterator[QFExample]:
             lines = handle.read().split("\n")
     except UnicodeDecodeError as err:
         raise AssocmemError(f"{path}: not UTF-8 text (byte {err.start}: {err.reason}); is it a binary or "
-                            "corrupted file? Regenerate or re-download it (delete it and rerun snakemake)") from err
+                            f"corrupted file? Regenerate or re-download it (delete it and rerun "
+                            f"`{rerun_command()}`)") from err
     if lines and lines[-1] == "":
         lines.pop()
     if not lines:

@@ -35,6 +35,7 @@ from assocmem.report.render import (
     render_html,
     render_markdown,
 )
+from assocmem.report.swap import keep_copy, swapped_in
 from assocmem.report.sweep import sweep_section
 
 PACKAGES = ("assocmem", "torch", "numpy", "scipy", "pandas", "faiss-cpu", "snakemake", "transformers",
@@ -317,6 +318,14 @@ def experiment_sections(exp: Experiment, evidence: Evidence, fig_dir: Path) -> l
 
 
 def build_report(params: dict[str, Any], results_dir: Path, out_dir: Path) -> list[dict[str, Any]]:
+    """The report, built beside ``out_dir`` and swapped in whole when complete (``assocmem.report.swap``)."""
+    with swapped_in(Path(out_dir)) as stage:
+        checks = _build_report(params, results_dir, stage)
+    keep_copy(Path(out_dir))
+    return checks
+
+
+def _build_report(params: dict[str, Any], results_dir: Path, out_dir: Path) -> list[dict[str, Any]]:
     config, report_cfg = params["config"], params["report"]
     fig_dir = out_dir / "figures"
     fig_dir.mkdir(parents=True, exist_ok=True)

@@ -47,7 +47,7 @@ class RunHeader:
                 f"<div class='table-wrap'><table class='run-header'>{rows}</table></div>")
 
 
-def run_header(config: dict[str, Any], config_files: list[str], devices: list[str],
+def run_header(config: dict[str, Any], config_files: list[dict[str, str]], devices: list[str],
                versions: dict[str, str]) -> RunHeader:
     rows = (("built", datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")),
             ("code", git_state(CHECKOUT)),
@@ -75,20 +75,35 @@ def git_state(checkout: Path) -> str:
     return f"git {commit}" + (" (uncommitted changes)" if dirty else "")
 
 
-def config_files_of_the_run() -> list[str]:
-    """The run's config files, as the workflow's shell prefix exports them (ASSOCMEM_CONFIG_FILES, a JSON list)."""
+def config_files_of_the_run() -> list[dict[str, str]]:
+    """The run's config files with the sha256 each had when the run started, as the workflow's shell prefix exports
+    them (ASSOCMEM_CONFIG_FILES, a JSON list of {"path", "sha256"}; a bare path has no recorded digest)."""
     try:
         files = json.loads(os.environ.get("ASSOCMEM_CONFIG_FILES", "[]"))
     except json.JSONDecodeError:
         return []
-    return [str(path) for path in files] if isinstance(files, list) else []
+    if not isinstance(files, list):
+        return []
+    return [{"path": str(entry.get("path")), "sha256": str(entry.get("sha256", ""))} if isinstance(entry, dict)
+            else {"path": str(entry), "sha256": ""} for entry in files]
 
 
-def config_state(config_files: list[str]) -> str:
+def config_state(config_files: list[dict[str, str]]) -> str:
+    """Each config file with the sha256 it had when the run started (the run's settings came from that text), and a
+    note where the file changed or went since."""
     if not config_files:
         return "config/config.yaml (the default)"
-    return "; ".join(f"{path} (sha256 {sha256_file(path)[:12]})" if Path(path).is_file() else f"{path} (gone)"
-                     for path in config_files)
+    return "; ".join(config_file_state(entry["path"], entry.get("sha256", "")) for entry in config_files)
+
+
+def config_file_state(path: str, at_start: str) -> str:
+    now = sha256_file(path)[:12] if Path(path).is_file() else None
+    if not at_start:
+        return f"{path} (sha256 {now})" if now else f"{path} (gone)"
+    if now == at_start[:12]:
+        return f"{path} (sha256 {now})"
+    since = f"now sha256 {now}" if now else "gone since"
+    return f"{path} (sha256 {at_start[:12]} when the run started; {since}: the run used the text it started with)"
 
 
 def cpu_model() -> str:

@@ -11,6 +11,7 @@ import torch
 from assocmem import layout, train
 from assocmem.errors import AssocmemError
 from assocmem.model import DecoderLM
+from assocmem.use.trust import check_model_run
 
 RUN_DIR_MODEL = "best.pt"  # what a run directory stands for: the weights at the lowest validation CE
 MODEL_ARTIFACTS = ("model", "best_model")  # the layout's names of model.pt and best.pt
@@ -56,7 +57,8 @@ def load_model(path: str | os.PathLike[str], device: str | torch.device = "cpu")
 
     The file is read with ``torch.load(weights_only=True)`` and refused, naming it, when its weights changed after
     training wrote them (sha256) or, inside a results directory, when another job or run wrote it (a copied or
-    swapped file). Raises :class:`assocmem.errors.AssocmemError` with a one-line message.
+    swapped file), made by other code, or built from data that changed since (``assocmem.use.trust``). Raises
+    :class:`assocmem.errors.AssocmemError` with a one-line message.
 
     Example::
 
@@ -68,4 +70,5 @@ def load_model(path: str | os.PathLike[str], device: str | torch.device = "cpu")
     rebuilds its tokenizer, and ``python -m assocmem sample`` / ``evaluate`` use both.
     """
     file = model_file(path)
+    check_model_run(file)
     return train.load_model(file, device, expect=expectation(file))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import secrets
 import sys
 from collections.abc import Callable
@@ -37,8 +38,8 @@ def count(minimum: int) -> Callable[[str], int]:
 
 def non_negative(text: str) -> float:
     value = float(text)
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
+    if not 0 <= value < math.inf:
+        raise argparse.ArgumentTypeError(f"must be a finite number, 0 or more, got {text}")
     return value
 
 
@@ -102,7 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
 def model_and_vocabulary(args: argparse.Namespace) -> tuple[Path, DecoderLM, Vocabulary]:
     file = model_file(args.model)
     model = load_model(file, resolve_device(args.device, key="--device"))
-    return file, model, load_vocabulary(args.store or default_store(file), model)
+    return file, model, load_vocabulary(args.store or default_store(file), model, file)
 
 
 def run_sample(args: argparse.Namespace) -> None:
@@ -157,4 +158,7 @@ def main(argv: list[str]) -> int:
     except AssocmemError as err:
         print(f"assocmem {args.command}: error: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"assocmem {args.command}: interrupted (Ctrl-C)", file=sys.stderr)
+        return 130
     return 0

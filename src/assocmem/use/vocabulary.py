@@ -17,6 +17,7 @@ from assocmem.qf.tokenize import WordTokenizer
 from assocmem.tokenstore import meta_path, read_store_meta
 from assocmem.tokenwriter import Tokenizer
 from assocmem.use.checkpoint import run_fields
+from assocmem.use.trust import check_store
 
 STORE_TEMPLATE = "tokens_meta"  # the layout's name of the store the models of an experiment were trained on
 
@@ -65,9 +66,12 @@ def default_store(model_file: Path) -> Path:
     return store
 
 
-def load_vocabulary(store_dir: str | os.PathLike[str], model: DecoderLM) -> Vocabulary:
-    """The tokenizer of the store at ``store_dir``, which must have the model's vocabulary size."""
+def load_vocabulary(store_dir: str | os.PathLike[str], model: DecoderLM,
+                    model_file: Path | None = None) -> Vocabulary:
+    """The tokenizer of the store at ``store_dir``, which must have the model's vocabulary size and, inside a
+    results directory, hold the files its tokenize job wrote (and be the store ``model_file`` was trained on)."""
     store_dir = Path(store_dir)
+    check_store(store_dir, model_file)
     meta = read_store_meta(store_dir)
     if int(meta["vocab_size"]) != model.cfg.vocab_size:
         raise AssocmemError(f"the token store {store_dir} has {meta['vocab_size']} tokens but the model was trained "

@@ -107,6 +107,10 @@ def test_an_unknown_path_fails_with_one_line_naming_it(tmp_path, override: str, 
     ("experiments.qf.train.max_steps=0", "experiments.qf.train.max_steps: 0 is less than the minimum"),
     ("seed=-1", "seed: -1 is less than the minimum of 0"),
     ("experiments.qf.models.tiny.n_head=5", "experiments.qf.models.tiny.n_head: must divide d_model"),
+    # issue 39: a non-finite number, a negative fraction and no model at all, each named
+    ("experiments.qf.train.lr=.nan", "experiments.qf.train.lr: nan is not a finite number"),
+    ("experiments.qf.subsets.fractions=[-0.5]", "experiments.qf.subsets.fractions[0]: -0.5 is less than or equal"),
+    ("experiments.qf.models={}", "experiments.qf.models: no model to train"),
 ])
 def test_a_wrong_value_fails_validation_naming_the_dotted_key(tmp_path, override: str, message: str) -> None:
     with pytest.raises(ConfigError, match="the config after --set") as caught:

@@ -189,3 +189,40 @@ def test_the_gpu_memorisation_grid_covers_the_square_of_its_d_range():
     n = [DecoderLM(ModelConfig.from_dict(spec, vocab_size=vocab)).num_parameters() for spec in exp["models"].values()]
     d = [facts["count"] * fraction for fraction in exp["subsets"]["fractions"]]
     assert max(n) / min(n) >= (max(d) / min(d)) ** 2 and exp["sweep"]["seeds"] >= 3
+
+
+@pytest.mark.parametrize(("line", "expected"), [
+    ("lr: .nan", "experiments.qf.train.lr: nan is not a finite number"),
+    ("lr: .inf", "experiments.qf.train.lr: inf is not a finite number"),
+    ("max_steps: 1.0e+21", "experiments.qf.train.max_steps: 1e+21 is greater than the maximum of 1000000000"),
+    ("batch_size: 1.0e+12", "experiments.qf.train.batch_size: 1000000000000.0 is greater than the maximum of"),
+], ids=["nan", "inf", "1e21 steps", "1e12 batch"])
+def test_non_finite_and_implausible_numbers_are_refused_naming_the_key(tmp_path, line, expected):
+    """Issue 39: `.nan` passed validation and failed in a traceback that named no key; `.inf` trained 60 NaN steps;
+    `max_steps: 1e21` was accepted (ETA 2.4e15 h)."""
+    config = minimal()
+    config["experiments"]["qf"]["train"] = yaml.safe_load(f"{{{line}}}")
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(config))  # `.nan`, `.inf`, `1.0e+21` as a user writes them
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert expected in str(info.value)
+
+
+@pytest.mark.parametrize(("edit", "expected"), [
+    (lambda m: m.update(d_model=1048576), "experiments.qf.models.m.d_model: 1048576 is greater than the maximum"),
+    (lambda m: m.update(n_layer=10**6), "experiments.qf.models.m.n_layer: 1000000 is greater than the maximum"),
+], ids=["d_model 2^20", "a million layers"])
+def test_implausible_model_sizes_are_refused_naming_the_key(edit, expected):
+    cfg = minimal()
+    edit(cfg["experiments"]["qf"]["models"]["m"])
+    with pytest.raises(ConfigError, match=expected):
+        validate_config(cfg)
+
+
+def test_an_experiment_without_models_is_refused():
+    """Issue 39: `models: {}` ran and the report showed the usual verdict counts, without a word."""
+    cfg = minimal()
+    cfg["experiments"]["qf"]["models"] = {}
+    with pytest.raises(ConfigError, match=r"experiments.qf.models: no model to train \(and no pretrained one\)"):
+        validate_config(cfg)

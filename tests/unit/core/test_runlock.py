@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from assocmem import runlock
+from assocmem.errors import AssocmemError
 
 
 def test_the_work_directory_is_snakemakes(tmp_path, monkeypatch) -> None:
@@ -136,3 +137,39 @@ def test_a_claim_is_released_only_by_its_run(tmp_path, monkeypatch, holder) -> N
     write_claim(tmp_path / "results", holder.pid)
     runlock.release("results")  # another run's claim stays
     assert runlock.read_claim("results")["pid"] == holder.pid
+
+
+@pytest.mark.parametrize(("results_dir", "expected"), [
+    ("", "results_dir is empty: give a directory (default: results)"),
+    ("  ", "results_dir is empty"),
+    ("/", "results_dir: '/' is the file system's root"),
+    ("CHECKOUT", "is the checkout itself, where the results would mix with the code"),
+    ("FILE/results", "results_dir: FILE is a file, not a directory"),
+    ("/proc/x", "results_dir: cannot create /proc/x (creating a directory in /proc fails: "),
+], ids=["empty", "blank", "root", "the checkout", "under a file", "/proc/x"])
+def test_a_results_dir_the_run_must_not_or_cannot_write_is_refused(tmp_path, results_dir, expected) -> None:
+    """Issue 39: `results_dir: ''` wrote into the checkout, `/` wrote /qf, /report, /logs, and `/proc/x` failed in a
+    traceback from the start-up hook; each is now one line before anything runs, and nothing is created."""
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    (tmp_path / "file").write_text("x")
+    value = results_dir.replace("CHECKOUT", str(checkout)).replace("FILE", str(tmp_path / "file"))
+    if results_dir == "/proc/x" and not Path("/proc").is_dir():
+        pytest.skip("needs /proc")
+    with pytest.raises(AssocmemError) as err:
+        runlock.check_results_dir(value, checkout)
+    assert expected.replace("FILE", str(tmp_path / "file")) in str(err.value) and "\n" not in str(err.value)
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["checkout", "file"]
+
+
+def test_a_writable_results_dir_passes_and_is_not_created(tmp_path) -> None:
+    runlock.check_results_dir(str(tmp_path / "new" / "results"), tmp_path / "checkout")
+    runlock.check_results_dir(".", tmp_path)  # the checkout, written explicitly
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_claim_that_cannot_be_written_is_one_line(tmp_path, monkeypatch) -> None:
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(AssocmemError, match=r"results_dir .*file/results: cannot write there \(Not a "
+                                                    r"directory\); give results_dir a directory this user can write"):
+        runlock.claim(tmp_path / "file" / "results", tmp_path)

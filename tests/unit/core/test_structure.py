@@ -13,16 +13,16 @@ from assocmem.codehash import PACKAGE_DIR, module_closure, references
 
 # Each room may import only rooms of a lower level.
 LEVELS = (
-    {"errors", "data", "layout", "schemas"},
+    {"errors", "data", "layout", "schemas", "rerun"},
     {"io", "runtime", "gemm", "codehash", "theory", "stats", "progress", "targets"},
     {"tokenstore", "model", "testing", "provenance", "tables", "stamps", "runlock", "autotune"},
-    {"tokenwriter", "subsets", "stopping"},
+    {"tokenwriter", "subsets", "stopping", "footprint"},
     {"qf", "corpus", "facts", "train", "activations", "knn", "sweep"},
     {"evaluation", "memorisation"},
     {"dataset_kinds", "use"},
     {"config"},
     {"report", "overrides"},
-    {"stages"},
+    {"stages", "runhooks"},
     {"cli"},
     {"__main__"},
 )

@@ -10,6 +10,8 @@ import pytest
 from helpers import write_raw
 from trained_run import JOB, run_dir, store_dir
 
+from assocmem import stamps
+from assocmem.codehash import code_digest
 from assocmem.qf.tokenize import tokenize_qf_dir
 from assocmem.train import build_job
 
@@ -21,11 +23,20 @@ MODEL = {"n_layer": 1, "d_model": 32, "n_head": 2, "d_ff": 64}
 
 @pytest.fixture(scope="session")
 def trained(tmp_path_factory) -> Path:
-    """The results directory holding the trained run."""
+    """The results directory holding the trained run, each job stamped as the pipeline stamps it."""
     results = tmp_path_factory.mktemp("use") / "results"
     tokenize_qf_dir(write_raw(results / "qf" / "data" / "raw", repeat=4), store_dir(results))
+    tokens_stamp = stamp_job(store_dir(results), "tokenize")
     build_job(TRAIN, MODEL, 3, store_dir(results), run_dir(results), job=JOB).run()
+    stamp_job(run_dir(results), "train", upstream=[tokens_stamp])
     return results
+
+
+def stamp_job(directory: Path, rule: str, upstream: list[Path] = ()) -> Path:
+    """The provenance stamp the pipeline writes when ``rule``'s job in ``directory`` finishes (assocmem.stamps)."""
+    stamp = directory / "provenance.json"
+    stamps.write_stamp(stamp, rule, {}, code_digest(rule), sorted(directory.iterdir()), upstream)
+    return stamp
 
 
 @pytest.fixture

@@ -47,25 +47,35 @@ def test_a_model_file_outside_a_results_directory_has_its_weights_checked_only(t
     assert same_weights(load_model(copy), load_model(run_dir(trained)))
 
 
-def test_changed_weights_are_refused_naming_the_file(results) -> None:
+def test_changed_weights_are_refused_naming_the_file(results, tmp_path) -> None:
+    """Inside a results directory the job's stamp refuses the file; outside, its own weights digest does."""
     path = run_dir(results) / "best.pt"
     payload = torch.load(path, weights_only=True)
     payload["model"]["tok_emb.weight"][0, 0] += 1e-3
     torch.save(payload, path)
-    with pytest.raises(AssocmemError, match="fails its sha256 check") as err:
+    with pytest.raises(AssocmemError, match="is not the file job 'train qf/train/tiny/pct100' wrote") as err:
         load_model(run_dir(results))
     assert one_line_naming(err, path)
+    elsewhere = tmp_path / "best.pt"
+    shutil.copy(path, elsewhere)
+    with pytest.raises(AssocmemError, match="fails its sha256 check") as err:
+        load_model(elsewhere)
+    assert one_line_naming(err, elsewhere)
 
 
 def test_a_model_file_swapped_into_another_run_is_refused(results) -> None:
     other = run_dir(results).parent / "pct10"
     shutil.copytree(run_dir(results), other)
-    with pytest.raises(AssocmemError, match="written by training job 'qf/tiny/pct100', not by 'qf/tiny/pct10'") as err:
+    with pytest.raises(AssocmemError, match="holds the outputs of job 'train qf/train/tiny/pct100', not of 'train "
+                                            "qf/train/tiny/pct10'") as err:
         load_model(other)
-    assert one_line_naming(err, other / "best.pt")
+    assert one_line_naming(err, other)
+    (other / "provenance.json").unlink()  # no stamp: the job did not finish, or the stamp was deleted
+    with pytest.raises(AssocmemError, match="missing provenance stamp .*pct10/provenance.json: its job did not"):
+        load_model(other)
     summary = run_dir(results) / "summary.json"
     write_json(summary, {**read_json(summary), "fingerprint": "0" * 64})  # the run that wrote it is another one
-    with pytest.raises(AssocmemError, match="does not come from the run recorded in"):
+    with pytest.raises(AssocmemError, match="summary.json is not the file job 'train qf/train/tiny/pct100' wrote"):
         load_model(run_dir(results) / "model.pt")
 
 

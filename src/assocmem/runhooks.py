@@ -1,0 +1,126 @@
+"""What the workflow's main process does at its start and end (workflow/rules/common.smk, the Snakefile's
+``onstart`` / ``onerror``), kept here so that it is plain, tested Python (issue 39):
+
+- Ctrl-C: the first SIGINT stops the run (Snakemake cancels its jobs on the KeyboardInterrupt); a second one while
+  it stops prints a line instead of breaking Snakemake's clean-up with an event-loop traceback; the run then ends
+  with one line saying it was interrupted and that the same command resumes (not the "a job failed" hints);
+- a failing job's command is printed once;
+- a report job that failed or was interrupted leaves the previous report (``assocmem.report.swap``);
+- the results directory's claim fails with one line (``assocmem.runlock``).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+
+class Interrupts:
+    """The main process's SIGINT handler; ``seen`` tells the end-of-run message that the run was interrupted."""
+
+    def __init__(self, rerun: str) -> None:
+        self.rerun = rerun
+        self.seen = False
+        self.workflow_read = False  # set at the end of the Snakefile: Snakemake handles a KeyboardInterrupt from then
+
+    def __call__(self, signum: int, frame: Any) -> None:
+        if self.seen:
+            print(f"\nassocmem: stopping already: the running jobs are being cancelled (`kill -9 {os.getpid()}` "
+                  f"stops at once, and then `{self.rerun}` resumes)", file=sys.stderr)
+            return
+        self.seen = True
+        if not self.workflow_read:  # Snakemake would print the traceback of wherever the Snakefile was
+            print(f"\nassocmem: interrupted (Ctrl-C) while reading the workflow: nothing ran; `{self.rerun}` starts "
+                  "it again.", file=sys.stderr)
+            raise SystemExit(130)
+        raise KeyboardInterrupt
+
+    def install(self) -> Interrupts:
+        signal.signal(signal.SIGINT, self)
+        return self
+
+
+def end_message(interrupted: bool, rerun: str, results_dir: str) -> str:
+    """onerror's last words: one line for a Ctrl-C, else what to do about the failed job."""
+    if interrupted:
+        return ("\nassocmem: interrupted (Ctrl-C): the run stopped and keeps what its jobs finished (nothing "
+                f"half-written); `{rerun}` resumes from there.")
+    return ("\nassocmem: a job failed. Its error is printed above (`assocmem: <stage>: error: ...`; the whole log is "
+            f"under {results_dir}/logs/); the error names the file or config key at fault.\nFix that, then rerun "
+            f"`{rerun}`: finished outputs are kept and half-written ones are redone. README.md, 'When something goes "
+            "wrong', has more.")
+
+
+def is_failed_command(ex: BaseException) -> bool:
+    """Snakemake's report of a job whose shell command exited non-zero, which repeats the whole command."""
+    from snakemake.exceptions import RuleException
+
+    text = str(ex)
+    return isinstance(ex, RuleException) and "CalledProcessError" in text and "returned non-zero exit status" in text
+
+
+def print_job_command_once() -> bool:
+    """A failing job's command is printed once, in Snakemake's "Error in rule" block beside its log: the
+    CalledProcessError Snakemake prints before that block repeats the whole command, shell prefix included (about
+    3 KB), and is left out. Snakemake 9's local executor prints it through its module's ``print_exception``; where
+    that is gone, both stay (False)."""
+    import snakemake.executors.local as local
+
+    original = getattr(local, "print_exception", None)
+    if original is None or getattr(original, "assocmem", False):
+        return original is not None
+
+    def print_exception(ex: BaseException, *args: Any, **kwargs: Any) -> None:
+        if not is_failed_command(ex):
+            original(ex, *args, **kwargs)
+
+    print_exception.assocmem = True  # type: ignore[attr-defined]
+    local.print_exception = print_exception
+    return True
+
+
+def put_back_report(report_dir: Path) -> None:
+    """onerror: the previous report back where a failed or interrupted report job left none."""
+    from assocmem.report.swap import put_back
+
+    if put_back(report_dir):
+        print(f"assocmem: the report job did not finish: {report_dir} holds the previous report (dated 1970), "
+              "until a rerun builds the new one", file=sys.stderr)
+
+
+def is_report_command(argv: list[str]) -> bool:
+    """Whether Snakemake was asked to pack its report (``--report FILE``), not to run."""
+    return any(arg == "--report" or arg.startswith("--report=") for arg in argv)
+
+
+def report_mismatches(expectations: dict[str, dict[str, Any]]) -> list[str]:
+    """The jobs whose stamp says they were made with other settings or code than the config and checkout imply (a
+    results directory of an earlier run with other `--set`s), or that have not run."""
+    from assocmem import stamps
+    from assocmem.errors import AssocmemError
+
+    problems = []
+    for stamp, expect in sorted(expectations.items()):
+        try:
+            record = stamps.read_stamp(Path(stamp))
+        except AssocmemError:
+            problems.append(f"{Path(stamp).parent} has not run (or did not finish)")
+            continue
+        if record["params_sha256"][:stamps.SHORT] != expect["params"]:
+            problems.append(f"{Path(stamp).parent} was made with other settings (the ones in {stamp})")
+        elif str(record["code"])[:stamps.SHORT] != expect["code"]:
+            problems.append(f"{Path(stamp).parent} was made by other code")
+    return problems
+
+
+def refuse_foreign_report(problems: list[str]) -> str | None:
+    """The one-paragraph refusal of `snakemake --report` over results that are not this config's, or None."""
+    if not problems:
+        return None
+    shown = "; ".join(problems[:3]) + (f"; and {len(problems) - 3} more" if len(problems) > 3 else "")
+    return (f"assocmem: the results are not those of this config and checkout, so a report of them would describe "
+            f"another run: {shown}. Run the workflow with this config first (the same command without --report), "
+            "then pack the report.")
