@@ -10,7 +10,7 @@ import pytest
 from scipy import stats
 
 from assocmem.errors import AssocmemError
-from assocmem.report import claims
+from assocmem.report import claims, convergence
 from assocmem.report.claims.energy import eq8, fig1, prop1, prop2, prop3
 from assocmem.report.claims.literature import literature, read_literature_csv
 from assocmem.report.claims.loss import loss_floor, overfit
@@ -325,6 +325,37 @@ def test_loss_floor_other_outcomes() -> None:
     assert loss_floor(_final([0.9982], se=0.0001), floor=0.999, floor_low=0.998)["verdict"] == "corrected"
 
 
+def test_loss_floor_is_a_bound_that_a_run_breaks_without_converging() -> None:
+    """Issue 38, item 5: '1 < L' is a lower bound, so a full-data run whose interval lies wholly below 1 breaks
+    it whether or not its curve has flattened; where runs stop still needs a converged run."""
+    still_falling = _final([0.9931], se=0.0002, usable=[False]).assign(
+        remaining_fall=0.17, margin=0.0042, final_step=7000, status="not converged")
+    row = loss_floor(still_falling, floor=0.9917, floor_low=0.9915)
+    assert row["verdict"] == "corrected" and "converged or not" in row["evidence"]
+    below_floor = _final([0.85], usable=[False]).assign(status="not converged")
+    assert loss_floor(below_floor, floor=0.9)["verdict"] == "refuted"  # no model's fresh CE lies below H
+    straddles = _final([0.9995], usable=[False]).assign(status="not converged")  # CI holds 1: breaks nothing
+    assert loss_floor(straddles, floor=0.99)["verdict"] == "not-testable"
+
+
+def test_the_floor_caps_the_remaining_fall() -> None:
+    """Rule 4 of the convergence module: a run cannot fall by more than its CE's upper bound minus the floor, so a
+    steep trend near the floor counts as having reached its level; far from the floor, or over-fitted, it does
+    not; the cap never makes a run with a flat trend less converged."""
+    assert convergence.floor_cap(1.0, 0.001, 0.99) == pytest.approx(0.01196)
+    assert convergence.floor_cap(0.98, 0.001, 0.99) == 0.0
+    assert convergence.capped_fall(0.17, 0.002) == 0.002 and convergence.capped_fall(0.001, 0.5) == 0.001
+    assert convergence.capped_fall(None, 0.3) == 0.3
+    near = _final([1.0, 1.05], se=0.0002, usable=[False, False]).assign(
+        remaining_fall=[0.17, 0.0069], margin=0.0042, final_step=7000, status="not converged")
+    row = loss_floor(near, floor=0.9965)
+    assert row["numbers"]["r0.usable"] == 1 and row["numbers"]["r1.usable"] == 0
+    assert row["numbers"]["r0.capped_fall"] == pytest.approx(1.0 + 1.96 * 0.0002 - 0.9965)
+    assert row["numbers"]["converged_full_runs"] == 1 and row["verdict"] == "reproduced"
+    over_fitted = near.assign(status=convergence.OVER_FITTED)
+    assert loss_floor(over_fitted, floor=0.9965)["numbers"]["converged_full_runs"] == 0
+
+
 def test_loss_floor_reports_both_eos_conventions_and_its_sensitivity() -> None:
     runs = _final([0.995]).assign(test_ce_no_eos=1.02, test_ce_no_eos_se=0.001, eval_set="the fresh set")
     sensitivity = [{"window": w, "margin": 0.004, "converged_runs": 1, "verdict": "corrected"} for w in (0.3, 0.5)]
@@ -339,17 +370,17 @@ def test_loss_floor_reports_both_eos_conventions_and_its_sensitivity() -> None:
 
 
 def test_loss_floor_excludes_unconverged_and_small_subsets_and_uses_the_sweep() -> None:
-    runs = _final([0.5, 1.0, 0.2], usable=[False, True, True], fraction=[1.0, 1.0, 0.01])
+    runs = _final([1.3, 1.0, 0.2], usable=[False, True, True], fraction=[1.0, 1.0, 0.01])
     row = loss_floor(runs, floor=0.9)
     assert row["verdict"] == "reproduced" and "r0 (converged)" in row["evidence"]  # r0 excluded, r2 is 1%
     assert row["numbers"]["converged_full_runs"] == 1
-    none_left = loss_floor(_final([0.5], usable=[False]), floor=0.9)
+    none_left = loss_floor(_final([1.3], usable=[False]), floor=0.9)
     assert none_left["verdict"] == "not-testable" and "No converged run" in none_left["evidence"]
     swept = loss_floor(_final([1.0]), floor=0.9, sweep_E=(0.95, 0.93, 0.97))
     assert swept["verdict"] == "corrected" and swept["numbers"]["sweep_E"] == 0.95
-    on_floor = loss_floor(_final([0.5], usable=[False]), floor=0.9, sweep_E=(0.95, 0.90, 1.0))
+    on_floor = loss_floor(_final([1.3], usable=[False]), floor=0.9, sweep_E=(0.95, 0.90, 1.0))
     assert on_floor["verdict"] == "not-testable"
-    too_wide = loss_floor(_final([0.5], usable=[False]), floor=0.9, sweep_E=(0.45, 0.004, 3.08))
+    too_wide = loss_floor(_final([1.3], usable=[False]), floor=0.9, sweep_E=(0.45, 0.004, 3.08))
     assert too_wide["verdict"] == "not-testable" and "too wide to speak to a bound at 1" in too_wide["evidence"]
     # an estimate outside its own bootstrap interval (a fit that traded E for A / N^alpha at alpha = 0, seen on
     # config/scaling.yaml) is not an estimate of E: left out, with the reason; so is one without an interval
@@ -429,11 +460,12 @@ def test_check_row_rejects_unknown_labels() -> None:
 def test_untestable_rows_say_how_far_and_which_command_decides() -> None:
     """Issue 27: a not-testable row of the default run gives its number (how far its runs are from converged, why
     its design has no power) and names the command that decides the claim."""
-    falling = _final([0.995, 1.01], usable=[False, False]).assign(
-        remaining_fall=[0.0123, 0.25], margin=0.0042, final_step=7000)
+    falling = _final([1.005, 1.01], usable=[False, False]).assign(
+        remaining_fall=[0.0123, 0.25], margin=0.0042, final_step=7000, status="not converged")
     row = loss_floor(falling, floor=0.99)
     assert row["verdict"] == "not-testable"
     assert "r0 after 7,000 steps: up to 0.0123 nats" in row["evidence"] and "margin 0.0042" in row["evidence"]
+    assert "caps its whole remaining fall at 0.0170" in row["evidence"]  # 1.005 + 1.96 * 0.001 - 0.99
     assert "config/scaling.yaml" in row["evidence"]
     two_by_two = _grid_runs(2)
     two_by_two = two_by_two[two_by_two["model"].isin(["m0", "m1"]) & two_by_two["n_train_tokens"].isin([1e3, 2e3])]
