@@ -307,7 +307,9 @@ def pretrained_params(w):
         {
             "pretrained": exp["pretrained"][w.model],
             "activations": exp["activations"],
-            "seed": config["seed"],
+            "seed": layout.replicate_seed(
+                config["seed"], exp["pretrained"][w.model].get("replicate", 0)
+            ),
         }
     )
 

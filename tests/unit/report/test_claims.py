@@ -109,9 +109,11 @@ def _nn_queries(mean_at, n_dim: int = 1024, n_chunks: int = 4000, seed: int = 0,
     return pd.concat(frames).assign(run=run, set=set_name)
 
 
-def _radius_runs(usable: bool = True, n_dim: int = 1024, runs: tuple[str, ...] = ("m/pct100",)) -> pd.DataFrame:
+def _radius_runs(usable: bool = True, n_dim: int = 1024, runs: tuple[str, ...] = ("m/pct100",),
+                 paper_model: bool = True) -> pd.DataFrame:
     return pd.DataFrame({"run": list(runs), "n_dim": n_dim, "t_max": 256, "usable": usable,
-                         "status": "converged" if usable else "not converged", "rms_norm": 30.0})
+                         "status": "converged" if usable else "not converged", "rms_norm": 30.0,
+                         "paper_model": paper_model})
 
 
 TWO_R_STAR_1024 = 2 * 7.7430632
@@ -123,7 +125,7 @@ def test_radius_at_two_r_star_for_every_run_of_a_width_is_reproduced() -> None:
     row = radius(queries, _radius_runs(runs=("a/pct100", "b/pct1")), n_boot=300)
     assert_valid(row)
     n = row["numbers"]
-    assert row["verdict"] == "reproduced" and n["outcomes_disagreeing"] == n["outcomes_undecided"] == 0
+    assert row["verdict"] == "reproduced" and n["gain_free.outcomes_disagreeing"] == 0
     assert n["a/pct100.mean.largest"] == 4000 and n["a/pct100.primary_set_is_gain_free"] == 1
     assert n["a/pct100.mean.ratio_to_2r_star_lo"] <= 1 <= n["a/pct100.mean.ratio_to_2r_star_hi"]
     assert n["n1024.mean.spread_lo"] >= 1 and n["n1024.median.spread_hi"] < PAPER_RATIO
@@ -161,6 +163,49 @@ def test_radius_never_rests_on_an_unconverged_run() -> None:
     assert row["verdict"] == "not-testable" and "m/pct100 (not converged)" in row["evidence"]
     with pytest.raises(AssocmemError, match="t_max"):
         radius(_nn_queries(lambda m: 1.0), _radius_runs().drop(columns="t_max"))
+
+
+def test_radius_on_models_trained_here_is_description_not_a_test() -> None:
+    """Issue 38, item 6: the paper's r* is about pretrained GPT-2; a toy model's distances far from 2r* are
+    described (same numbers), and the row names the command that decides."""
+    far = radius(_nn_queries(lambda m: 0.3 * TWO_R_STAR_1024), _radius_runs(paper_model=False), n_boot=100)
+    assert_valid(far)
+    assert far["verdict"] == "not-testable" and "config/radius_gpt2.yaml" in far["evidence"]
+    assert "Description only" in far["evidence"] and far["numbers"]["m/pct100.mean.ratio_to_2r_star"] < 0.35
+
+
+def _gpt2_family(level_of_n, replicates: int = 3, with_gain: float = 1.0) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Pretrained models of three widths, each on ``replicates`` chunk samples whose levels differ by 3%."""
+    queries, runs = [], []
+    for n_dim in (768, 1024, 1280):
+        for k in range(replicates):
+            run, level = f"w{n_dim}_r{k}/pretrained", level_of_n(n_dim) * (1 + 0.03 * (k - 1))
+            for set_name, scale in (("gain_free", 1.0), ("distinct", with_gain)):
+                queries.append(_nn_queries(lambda m, v=level * scale: v, n_chunks=200, seed=n_dim + k, run=run,
+                                           set_name=set_name))
+            runs.append({"run": run, "n_dim": n_dim, "t_max": 256, "usable": True, "status": "pretrained",
+                         "paper_model": True, "model_id": f"gpt2-{n_dim}", "sample_seed": 1234 + 1000 * k})
+    return pd.concat(queries), pd.DataFrame(runs)
+
+
+def test_radius_on_pretrained_models_pools_replicates_and_tests_sqrt_n_growth() -> None:
+    two_r = lambda n: 2 * np.sqrt(n / (2 * np.pi * np.e))  # noqa: E731
+    assert [round(two_r(n), 1) for n in (768, 1024, 1280)] == [13.4, 15.5, 17.3]  # issue 38's figures
+    queries, runs = _gpt2_family(two_r)
+    row = radius(queries, runs, n_boot=50)
+    n = row["numbers"]
+    assert row["verdict"] == "reproduced" and n["paper_models"] == 3
+    assert n["gpt2-1024.mean.replicates"] == 3 and "t-interval over 3 chunk samples" in row["evidence"]
+    levels = [n[f"w1024_r{k}/pretrained.mean.level"] for k in range(3)]
+    assert n["gpt2-1024.mean.level_hi"] - n["gpt2-1024.mean.level_lo"] > np.ptp(levels)  # run-to-run in it
+    assert n["growth.mean.slope_lo"] <= 0.5 <= n["growth.mean.slope_hi"]
+    flat = radius(*_gpt2_family(lambda n: two_r(1024)), n_boot=50)  # the level right at n = 1024 only
+    assert flat["verdict"] == "refuted" and flat["numbers"]["growth.mean.slope_hi"] < 0.5
+    units_differ = radius(*_gpt2_family(two_r, with_gain=2.0), n_boot=50)  # with the gain: 2x too far
+    assert units_differ["verdict"] == "not-testable" and "verdict with the gain: refuted" in units_differ["evidence"]
+    shared = runs.assign(sample_seed=1234)
+    with pytest.raises(AssocmemError, match="share a chunk sample"):
+        radius(queries, shared, n_boot=10)
 
 
 def test_nn_trend_bootstrap_covers_the_truth_and_handles_zeros() -> None:
