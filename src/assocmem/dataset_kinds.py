@@ -73,6 +73,7 @@ class DatasetKind:
     raw_stamp: str = "raw_stamp"
     audited: bool = False  # a data_audit stage writes an exact entropy floor and a comparison with the real data
     exact_information: bool = False  # the data stage's record holds the exact information content (facts)
+    grid_analysis: str = "sweep"  # the rule (and layout prefix) that analyses a grid (experiments.<exp>.sweep)
     problems: Checker = _no_problems  # config problems only this kind has (validated config -> messages)
     sized: bool = False  # dataset.sizes fixes the number of sequences per split
     windowed: bool = False  # the store is one token stream cut into windows (activations.chunk_len applies)
@@ -104,6 +105,7 @@ CORPUS = DatasetKind(
 FACTS = DatasetKind(
     "facts", sources=("generate",), tokenize=_tokenize_facts, raw_splits=FACTS_SPLITS, raw_stage="generate_facts",
     raw_file="facts_file", raw_record="facts_information", raw_stamp="facts_stamp", exact_information=True,
+    grid_analysis="memorisation",
     problems=_facts_problems, store_keys=("name", "facts"), own_keys=frozenset({"facts"}),
     resources={"tokenize": {"mem_mb": 2000, "runtime": 30}, "train": {"mem_mb": 3000, "runtime": 240}})
 KINDS: dict[str, DatasetKind] = {kind.name: kind for kind in (QUESTION_FORMATION, CORPUS, FACTS)}
