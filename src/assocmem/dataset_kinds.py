@@ -27,10 +27,12 @@ Checker = Callable[[Mapping[str, Any]], list[str]]  # dataset config -> problems
 def _tokenize_question_formation(params: dict[str, Any], out_dir: Path, raw_dir: Path | None) -> None:
     from assocmem.io import write_json
     from assocmem.qf.tokenize import tokenize_qf_dir
+    from assocmem.qf.variant import Variant
 
     if raw_dir is None:
         raise AssocmemError("tokenize: question_formation data needs --raw-dir (the generate_data output)")
-    write_json(out_dir / "source.json", tokenize_qf_dir(raw_dir, out_dir))
+    variant = Variant.from_config(params["dataset"].get("variant"))
+    write_json(out_dir / "source.json", tokenize_qf_dir(raw_dir, out_dir, variant, params["seed"]))
 
 
 def _tokenize_facts(params: dict[str, Any], out_dir: Path, raw_dir: Path | None) -> None:
@@ -93,8 +95,8 @@ class DatasetKind:
 
 QUESTION_FORMATION = DatasetKind(
     "question_formation", sources=("generate", "download"), tokenize=_tokenize_question_formation,
-    raw_splits=QF_SPLITS, raw_stage="generate_data", audited=True, sized=True, store_keys=("name",),
-    own_keys=frozenset({"sizes", "download", "reference_dev", "grammar_weights", "fresh_sequences"}),
+    raw_splits=QF_SPLITS, raw_stage="generate_data", audited=True, sized=True, store_keys=("name", "variant"),
+    own_keys=frozenset({"sizes", "download", "reference_dev", "grammar_weights", "fresh_sequences", "variant"}),
     resources={"tokenize": {"mem_mb": 2000, "runtime": 30}, "train": {"mem_mb": 3000, "runtime": 240}})
 CORPUS = DatasetKind(
     "corpus", sources=("hf", "text", "jsonl", "parquet"), tokenize=_tokenize_corpus, windowed=True,

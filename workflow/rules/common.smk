@@ -200,6 +200,7 @@ def audit_params(w):
             "grammar_weights": dataset["grammar_weights"],
             "fitted_grammar_sha256": sha256_file(fitted_path()),
             "reference_dev": dataset["reference_dev"],
+            "variant": dataset["variant"],
         }
     )
 

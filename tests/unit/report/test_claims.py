@@ -517,3 +517,29 @@ def test_untestable_rows_say_how_far_and_which_command_decides() -> None:
     small = scaling(two_by_two)
     assert small["verdict"] == "not-testable"
     assert "trains 2 model sizes on 2 data sizes" in small["evidence"] and "config/scaling.yaml" in small["evidence"]
+
+
+def test_the_plateau_table_sets_each_run_against_its_own_floor_and_1() -> None:
+    """Issue 38, item 5: data of other entropy; each full-data run's CE against its own dataset's H and against 1."""
+    from types import SimpleNamespace
+
+    from helpers import ascii_math
+
+    from assocmem.report.claims.plateaus import plateau_table
+
+    def experiment(name: str, floor: float, variant: dict | None, levels: dict[str, float]):
+        runs = [SimpleNamespace(label=f"L2/{subset}", fraction=1.0 if subset == "pct100" else 0.01, ce=ce)
+                for subset, ce in levels.items()]
+        return SimpleNamespace(name=name, floor={"train": {"floor_nats_per_token": floor, "variant": variant}},
+                               trained_runs=runs)
+
+    evidence = SimpleNamespace(status=lambda run: SimpleNamespace(status="converged"))
+    exps = [experiment("h10", 0.9917, None, {"pct100": 0.9931, "pct1": 1.9}),
+            experiment("h05", 0.5179, {"synonyms": 1, "output_copies": 3}, {"pct100": 0.5200})]
+    table, numbers, sentence = plateau_table(evidence, exps, lambda run: {"test_ce": run.ce, "test_ce_se": 0.0002})
+    assert [row[1] for row in table["rows"]] == ["L2/pct100", "L2/pct100"]  # full-data runs only
+    assert numbers["h05:L2/pct100.ce_minus_floor"] == pytest.approx(0.0021)
+    assert numbers["h05:L2/pct100.ce_minus_one"] == pytest.approx(-0.48)
+    assert "output written 3 time(s)" in table["rows"][1][0] and "h05 L2/pct100" in sentence
+    assert not ascii_math(sentence)
+    assert plateau_table(evidence, exps[:1], lambda run: {"test_ce": run.ce, "test_ce_se": 0.0002})[2] == ""

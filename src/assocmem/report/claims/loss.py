@@ -11,6 +11,7 @@ from assocmem.errors import AssocmemError
 from assocmem.report import convergence, quotes
 from assocmem.report.artifacts import Experiment, Run
 from assocmem.report.claims.base import check_row, listing, require_columns, usable_rows
+from assocmem.report.claims.plateaus import plateau_table
 from assocmem.report.claims.registry import Claim, Untestable, register
 from assocmem.report.evidence import Evidence, margin_of, run_key
 from assocmem.sweep import laws
@@ -389,6 +390,8 @@ def _loss_floor_row(evidence: Evidence) -> dict[str, Any] | Untestable:
     if not with_floor:
         return NO_FLOOR
     floor, floor_low = _floors(with_floor[0])
+    every_dataset = with_floor
+    with_floor = [exp for exp in with_floor if _floors(exp) == (floor, floor_low)]  # the first dataset's runs
     sweep = next((evidence.sweeps[e.name] for e in with_floor if e.name in evidence.sweeps), None)
     # E fitted on the runs that met their early-stopping rule only: a verdict rests on converged runs
     converged_fit = sweep["parametric_converged"] if sweep else None
@@ -408,8 +411,14 @@ def _loss_floor_row(evidence: Evidence) -> dict[str, Any] | Untestable:
             row = loss_floor(estimates(statuses), floor, floor_low=floor_low, sweep_E=sweep_e)
             sensitivity.append({"window": window, "margin": factor * margin_of(with_floor[0]),
                                 "converged_runs": row["numbers"]["converged_full_runs"], "verdict": row["verdict"]})
-    return loss_floor(estimates(), floor, floor_low=floor_low, sweep_E=sweep_e, floor_no_eos=floor_no_eos,
-                      sensitivity=sensitivity)
+    row = loss_floor(estimates(), floor, floor_low=floor_low, sweep_E=sweep_e, floor_no_eos=floor_no_eos,
+                     sensitivity=sensitivity)
+    table, numbers, sentence = plateau_table(evidence, every_dataset, _level)
+    if table["rows"]:
+        row["tables"] = [*row.get("tables", []), table]
+        row["numbers"].update({f"plateau.{key}": value for key, value in numbers.items()})
+        row["evidence"] += sentence
+    return row
 
 
 def _overfit_row(evidence: Evidence) -> dict[str, Any] | Untestable:
