@@ -28,7 +28,8 @@ def minimal() -> dict:
 
 def test_shipped_configs_validate():
     for name in ("config.yaml", "test.yaml", "paper.yaml", "scaling.yaml", "sweep_test.yaml", "facts_test.yaml",
-                 "memorisation.yaml", "memorisation_test.yaml", "memorisation_gpu.yaml", "radius_gpt2.yaml", "entropy.yaml"):
+                 "memorisation.yaml", "memorisation_test.yaml", "memorisation_gpu.yaml", "radius_gpt2.yaml",
+                 "entropy.yaml"):
         cfg = load_config(ROOT / "config" / name)
         assert cfg["experiments"]
 
