@@ -43,6 +43,8 @@ STAGES: dict[str, tuple[Callable[..., Any], tuple[str, ...], str]] = {
                  "a model's CE with and without <eos> (without --params: on a file or a store split, see "
                  "`evaluate --help`)"),
     "sweep": (stages.sweep, ("results-dir", "out-dir"), "a scaling sweep's analyses (boundary exponent, power)"),
+    "memorisation": (stages.memorisation, ("results-dir", "out-dir"),
+                     "a memorisation grid's analyses (storage boundary, power, bits per parameter)"),
     "report": (stages.report, ("results-dir", "out-dir"), "build the bound-verification report"),
 }
 # commands for a trained model: assocmem.use.cli parses and runs them, imported for them only (no stage runs it);
@@ -69,8 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--checks", type=Path, required=True, help="the run's results/report/checks.json")
     p.add_argument("--time-log", type=Path, required=True, help="output of `/usr/bin/time -v snakemake ...`")
     p.add_argument("--snakemake-log", type=Path, required=True, help="snakemake's terminal output (stage lines)")
-    p.add_argument("--analysis", type=Path, help="a scaling sweep's or memorisation grid's "
-                                                 "results/<exp>/sweep/analysis.json")
+    p.add_argument("--sweep-analysis", type=Path, help="a scaling sweep's results/<exp>/sweep/analysis.json")
+    p.add_argument("--memorisation-analysis", type=Path,
+                   help="a memorisation grid's results/<exp>/memorisation/analysis.json")
     p.add_argument("--commit", required=True)
     p.add_argument("--date", required=True)
     p.add_argument("--command", required=True, help="the command that was timed")
@@ -160,7 +163,8 @@ def _record_results(args: argparse.Namespace) -> None:
     from assocmem.report.record import record
 
     write_json(args.out, record(args.checks, args.time_log, args.snakemake_log, commit=args.commit, date=args.date,
-                                command=args.command, analysis_file=args.analysis))
+                                command=args.command, sweep_file=args.sweep_analysis,
+                                memorisation_file=args.memorisation_analysis))
 
 
 def config_files(snakemake_args: list[str]) -> list[Path]:

@@ -27,10 +27,12 @@ Checker = Callable[[Mapping[str, Any]], list[str]]  # dataset config -> problems
 def _tokenize_question_formation(params: dict[str, Any], out_dir: Path, raw_dir: Path | None) -> None:
     from assocmem.io import write_json
     from assocmem.qf.tokenize import tokenize_qf_dir
+    from assocmem.qf.variant import Variant
 
     if raw_dir is None:
         raise AssocmemError("tokenize: question_formation data needs --raw-dir (the generate_data output)")
-    write_json(out_dir / "source.json", tokenize_qf_dir(raw_dir, out_dir))
+    variant = Variant.from_config(params["dataset"].get("variant"))
+    write_json(out_dir / "source.json", tokenize_qf_dir(raw_dir, out_dir, variant, params["seed"]))
 
 
 def _tokenize_facts(params: dict[str, Any], out_dir: Path, raw_dir: Path | None) -> None:
@@ -73,6 +75,7 @@ class DatasetKind:
     raw_stamp: str = "raw_stamp"
     audited: bool = False  # a data_audit stage writes an exact entropy floor and a comparison with the real data
     exact_information: bool = False  # the data stage's record holds the exact information content (facts)
+    grid_analysis: str = "sweep"  # the rule (and layout prefix) that analyses a grid (experiments.<exp>.sweep)
     problems: Checker = _no_problems  # config problems only this kind has (validated config -> messages)
     sized: bool = False  # dataset.sizes fixes the number of sequences per split
     windowed: bool = False  # the store is one token stream cut into windows (activations.chunk_len applies)
@@ -92,8 +95,8 @@ class DatasetKind:
 
 QUESTION_FORMATION = DatasetKind(
     "question_formation", sources=("generate", "download"), tokenize=_tokenize_question_formation,
-    raw_splits=QF_SPLITS, raw_stage="generate_data", audited=True, sized=True, store_keys=("name",),
-    own_keys=frozenset({"sizes", "download", "reference_dev", "grammar_weights", "fresh_sequences"}),
+    raw_splits=QF_SPLITS, raw_stage="generate_data", audited=True, sized=True, store_keys=("name", "variant"),
+    own_keys=frozenset({"sizes", "download", "reference_dev", "grammar_weights", "fresh_sequences", "variant"}),
     resources={"tokenize": {"mem_mb": 2000, "runtime": 30}, "train": {"mem_mb": 3000, "runtime": 240}})
 CORPUS = DatasetKind(
     "corpus", sources=("hf", "text", "jsonl", "parquet"), tokenize=_tokenize_corpus, windowed=True,
@@ -104,6 +107,7 @@ CORPUS = DatasetKind(
 FACTS = DatasetKind(
     "facts", sources=("generate",), tokenize=_tokenize_facts, raw_splits=FACTS_SPLITS, raw_stage="generate_facts",
     raw_file="facts_file", raw_record="facts_information", raw_stamp="facts_stamp", exact_information=True,
+    grid_analysis="memorisation",
     problems=_facts_problems, store_keys=("name", "facts"), own_keys=frozenset({"facts"}),
     resources={"tokenize": {"mem_mb": 2000, "runtime": 30}, "train": {"mem_mb": 3000, "runtime": 240}})
 KINDS: dict[str, DatasetKind] = {kind.name: kind for kind in (QUESTION_FORMATION, CORPUS, FACTS)}

@@ -23,6 +23,7 @@ from assocmem.io import sha256_file
 from assocmem.model import DecoderLM
 from assocmem.progress import bar
 from assocmem.qf.tokenize import UNK_ID, WordTokenizer, sequence_texts
+from assocmem.qf.variant import Variant
 from assocmem.stats import clustered_ce
 from assocmem.tokenstore import read_store_meta
 from assocmem.train import IGNORE, to_lm_batch
@@ -30,10 +31,13 @@ from assocmem.train import IGNORE, to_lm_batch
 BATCH_SIZE = 512
 
 
-def encode_file(path: Path, vocab: list[str]) -> tuple[list[list[int]], int]:
-    """Token ids of every LM sequence of a McCoy-format file (``<eos>`` appended) and the number of unknown words."""
-    tokenizer = WordTokenizer({"vocab": vocab})
-    ids = [row + [tokenizer.eot_id] for row in tokenizer.encode_batch(sequence_texts(path))]
+def encode_file(path: Path, tokenizer_meta: dict[str, Any]) -> tuple[list[list[int]], int]:
+    """Token ids of every LM sequence of a McCoy-format file (``<eos>`` appended), encoded as the store's tokenizer
+    record says (its vocabulary, and its data variant if any), and the number of unknown words."""
+    tokenizer = WordTokenizer({"vocab": tokenizer_meta["vocab"]})
+    texts = sequence_texts(path, Variant.from_config(tokenizer_meta.get("variant")),
+                           int(tokenizer_meta.get("variant_seed", 0)))
+    ids = [row + [tokenizer.eot_id] for row in tokenizer.encode_batch(texts)]
     return ids, sum(token == UNK_ID for row in ids for token in row)
 
 
@@ -83,10 +87,10 @@ def summarise_losses(losses: pd.DataFrame) -> dict[str, Any]:
 def evaluate_files(model: DecoderLM, store_dir: Path, files: dict[str, Path]) -> dict[str, Any]:
     """The model's CE on each named McCoy-format file, encoded with the store's vocabulary."""
     meta = read_store_meta(store_dir)
-    vocab, pad_id = meta["tokenizer"]["vocab"], int(meta["pad_id"])
+    pad_id = int(meta["pad_id"])
     sets = {}
     for name, path in files.items():
-        sequences, unknown = encode_file(path, vocab)
+        sequences, unknown = encode_file(path, meta["tokenizer"])
         sets[name] = {**summarise_losses(row_losses(model, sequences, pad_id, desc=f"evaluate {name}")),
                       "file": Path(path).name, "sha256": sha256_file(path), "unknown_words": unknown}
     return sets

@@ -43,8 +43,9 @@ TEMPLATES: dict[str, str] = {
     "nn_radius": "{exp}/neighbours/{model}/{subset}/radius.parquet",
     "nn_radius_meta": "{exp}/neighbours/{model}/{subset}/radius.json",
     "evaluation": "{exp}/eval/{model}/{subset}/eval.json",
-    # a scaling sweep's analysis (sweep)
+    # a scaling sweep's analysis (sweep) and a memorisation grid's (memorisation): two analyses, two files
     "sweep_analysis": "{exp}/sweep/analysis.json",
+    "memorisation_analysis": "{exp}/memorisation/analysis.json",
     # each job's provenance stamp (assocmem.stamps): what it wrote, from what, with which settings and code
     "raw_stamp": "{exp}/data/raw/provenance.json",
     "audit_stamp": "{exp}/data/audit.provenance.json",
@@ -57,6 +58,7 @@ TEMPLATES: dict[str, str] = {
     "nn_stamp": "{exp}/neighbours/{model}/{subset}/provenance.json",
     "eval_stamp": "{exp}/eval/{model}/{subset}/provenance.json",
     "sweep_stamp": "{exp}/sweep/provenance.json",
+    "memorisation_stamp": "{exp}/memorisation/provenance.json",
     # report
     "report_html": "report/index.html",
     "report_md": "report/report.md",
@@ -72,7 +74,8 @@ TEMPLATES: dict[str, str] = {
 PRODUCERS: dict[str, str] = {
     "raw_file": "generate_data", "raw_manifest": "generate_data", "floor": "data_audit", "compare": "data_audit",
     "fresh_file": "generate_fresh", "fresh_manifest": "generate_fresh", "evaluation": "evaluate",
-    "sweep_analysis": "sweep", "facts_file": "generate_facts", "facts_information": "generate_facts",
+    "sweep_analysis": "sweep", "memorisation_analysis": "memorisation",
+    "facts_file": "generate_facts", "facts_information": "generate_facts",
     "tokens_meta": "tokenize", "tokens_source": "tokenize", "subset_meta": "subsets",
     "model": "train", "best_model": "train", "metrics": "train", "summary": "train", "eval_rows": "train",
     "acts_train": "activations", "acts_heldout": "activations", "acts_train_index": "activations",
@@ -89,6 +92,7 @@ STAMPS: dict[str, str] = {
     "generate_facts": "facts_stamp",
     "tokenize": "tokens_stamp", "subsets": "subset_stamp", "train": "run_stamp", "activations": "acts_stamp",
     "pretrained_activations": "acts_stamp", "neighbours": "nn_stamp", "evaluate": "eval_stamp", "sweep": "sweep_stamp",
+    "memorisation": "memorisation_stamp",
 }
 PRODUCERS.update({stamp: rule for rule, stamp in STAMPS.items() if rule != "pretrained_activations"})
 RUN_ARTIFACTS = ("model", "best_model", "metrics", "summary", "eval_rows", "run_stamp")

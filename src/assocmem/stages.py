@@ -174,21 +174,27 @@ def neighbours(params: dict[str, Any], act_dir: Path, out_dir: Path) -> str:
     return f"mean NN distance of the last layer ({meta['layers'][-1]}) {float(last['mean'].iloc[0]):.3g}"
 
 
-def sweep(params: dict[str, Any], results_dir: Path, out_dir: Path) -> str:
-    """A scaling sweep's analyses from the train artifacts of its runs (params: experiment, its config, seed)."""
+def _grid_runs(cfg: dict[str, Any]) -> list[Any]:
+    """The runs of a grid: each model x replicate seed x subset, with its early-stopping settings."""
     from assocmem.config import run_settings
-    from assocmem.sweep.analysis import analyse, to_json
-    from assocmem.sweep.cells import SweepRunSpec, read_cells
+    from assocmem.sweep.cells import SweepRunSpec
 
-    exp, cfg = params["experiment"], params["config"]
     runs = []
     for model in cfg["models"]:
         train = run_settings(cfg, model)[1]
         runs += [SweepRunSpec(model, replicate, fraction, train.get("early_stopping_patience"), train["eval_interval"])
                  for replicate in range(cfg["sweep"]["seeds"]) for fraction in cfg["subsets"]["fractions"]]
-    if cfg["dataset"]["name"] == "facts":
-        return _memorisation(params, results_dir, out_dir, runs)
-    analysis = analyse(read_cells(results_dir, exp, runs), cfg["sweep"], seed=params["seed"], progress=log.info)
+    return runs
+
+
+def sweep(params: dict[str, Any], results_dir: Path, out_dir: Path) -> str:
+    """A scaling sweep's analyses from the train artifacts of its runs (params: experiment, its config, seed)."""
+    from assocmem.sweep.analysis import analyse, to_json
+    from assocmem.sweep.cells import read_cells
+
+    exp, cfg = params["experiment"], params["config"]
+    analysis = analyse(read_cells(results_dir, exp, _grid_runs(cfg)), cfg["sweep"], seed=params["seed"],
+                       progress=log.info)
     write_json(out_dir / "analysis.json", to_json(analysis))
     boundary = analysis["parametric_boundary"]
     if boundary["fit"] is None:
@@ -198,14 +204,16 @@ def sweep(params: dict[str, Any], results_dir: Path, out_dir: Path) -> str:
             f"{boundary['power_reason']}")
 
 
-def _memorisation(params: dict[str, Any], results_dir: Path, out_dir: Path, runs: list[Any]) -> str:
-    """A memorisation grid (a sweep of facts): the storage boundary N_b(D), its power and bits per parameter."""
+def memorisation(params: dict[str, Any], results_dir: Path, out_dir: Path) -> str:
+    """A memorisation grid (a sweep of facts): the storage boundary N_b(D), its power and bits per parameter
+    (params: experiment, its config, seed)."""
     from assocmem.knn.engine import resolve_engine
     from assocmem.memorisation.analysis import analyse, headline
     from assocmem.memorisation.cells import read_runs
     from assocmem.memorisation.patterns import grid_patterns
 
     exp, cfg = params["experiment"], params["config"]
+    runs = _grid_runs(cfg)
     stop_at = cfg["train"]["stop_at_recall"]
     threshold = cfg["sweep"]["recall_threshold"] or stop_at
     information = read_json(layout.path(results_dir, "facts_information", exp=exp))

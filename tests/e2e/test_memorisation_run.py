@@ -1,5 +1,5 @@
 """The memorisation grid (issue 25) is a sweep of facts in the same DAG: one train job per model x number of facts x
-seed, each trained until it stores its facts or its exposure budget, one ``sweep`` job that fits the storage
+seed, each trained until it stores its facts or its exposure budget, one ``memorisation`` job that fits the storage
 boundary N_b(D) with its power at this design, and the report's memorisation section and verdict row."""
 
 import json
@@ -20,7 +20,7 @@ def test_memorisation_config_plans_one_train_job_per_cell_and_seed(tmp_path):
     jobs = planned_jobs(tmp_path, ROOT / "config" / "memorisation.yaml")
     assert jobs["train"] == len(exp["models"]) * len(exp["subsets"]["fractions"]) * exp["sweep"]["seeds"] == 96
     assert "activations" not in jobs and "neighbours" not in jobs
-    assert jobs["generate_facts"] == 1 and jobs["sweep"] == 1 and jobs["report"] == 1
+    assert jobs["generate_facts"] == 1 and jobs["memorisation"] == 1 and jobs["report"] == 1 and "sweep" not in jobs
 
 
 @pytest.mark.e2e
@@ -34,7 +34,8 @@ def test_tiny_memorisation_grid_end_to_end(tmp_path):
         assert summary["stop_rule"] in {"recall", "budget"}
         assert summary["stored"] == (summary["recall"] >= MEMO["train"]["stop_at_recall"])
         assert summary["steps"] <= summary["max_steps"]
-    analysis = json.loads((results / "memo" / "sweep" / "analysis.json").read_text())
+    assert not (results / "memo" / "sweep").exists()  # two analyses, two rules, two files (issue 38)
+    analysis = json.loads((results / "memo" / "memorisation" / "analysis.json").read_text())
     assert analysis["kind"] == "memorisation" and analysis["n_runs"] == 12
     assert sorted(analysis["n_facts"]) == [24, 96]
     info = json.loads((results / "memo" / "data" / "facts" / "information.json").read_text())

@@ -33,7 +33,7 @@ def test_scaling_config_plans_one_train_job_per_cell_and_seed(tmp_path):
     jobs = planned_jobs(tmp_path, SCALING)
     assert jobs["train"] == cells * exp["sweep"]["seeds"]
     assert "activations" not in jobs and "neighbours" not in jobs
-    assert jobs["report"] == 1 and jobs["sweep"] == 1
+    assert jobs["report"] == 1 and jobs["sweep"] == 1 and "memorisation" not in jobs
     # the grid's power (N span >= D span squared, >= 3 seeds) is checked in tests/unit/sweep/test_boundary.py
 
 

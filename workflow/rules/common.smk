@@ -255,6 +255,7 @@ def audit_params(w):
             "grammar_weights": dataset["grammar_weights"],
             "fitted_grammar_sha256": sha256_file(fitted_path()),
             "reference_dev": dataset["reference_dev"],
+            "variant": dataset["variant"],
         }
     )
 
@@ -362,7 +363,9 @@ def pretrained_params(w):
         {
             "pretrained": exp["pretrained"][w.model],
             "activations": exp["activations"],
-            "seed": config["seed"],
+            "seed": layout.replicate_seed(
+                config["seed"], exp["pretrained"][w.model].get("replicate", 0)
+            ),
         }
     )
 
@@ -459,34 +462,46 @@ def run_files(exp, model, subset):
     return [at(name, exp=exp, model=model, subset=subset) for name in names]
 
 
-def sweep_inputs(w):
-    """The train artifacts of every run of a sweep (each model x seed x subset); for a memorisation grid (a sweep
-    of facts) also the first seed's models and the facts' information content."""
+def grid_analysis(exp):
+    """Which analysis an experiment's grid gets, `sweep` (a scaling sweep) or `memorisation` (a sweep of facts),
+    from its dataset kind (assocmem.dataset_kinds); None without a grid."""
+    return kind(exp).grid_analysis if is_sweep(exp) else None
+
+
+def grid_runs(exp):
+    """The train artifacts of every run of a grid (each model x seed x subset)."""
     names = ("metrics", "summary", "eval_rows")
-    runs = [
-        at(name, exp=w.exp, model=model, subset=subset)
-        for model in run_labels(w.exp)
-        for subset in subsets_of(w.exp)
+    return [
+        at(name, exp=exp, model=model, subset=subset)
+        for model in run_labels(exp)
+        for subset in subsets_of(exp)
         for name in names
     ]
-    if kind(w.exp) is not FACTS:
-        return runs
-    # the first seed's model of every cell: its stored patterns' NN distances against r* (assocmem.memorisation)
+
+
+def sweep_inputs(w):
+    return grid_runs(w.exp)
+
+
+def memorisation_inputs(w):
+    """The grid's runs, the first seed's models (their stored patterns' NN distances against r*,
+    assocmem.memorisation) and the facts' information content."""
     models = [
         at("model", exp=w.exp, model=model, subset=subset)
         for model in EXPS[w.exp]["models"]
         for subset in subsets_of(w.exp)
     ]
-    return runs + models + [at("facts_information", exp=w.exp)]
+    return grid_runs(w.exp) + models + [at("facts_information", exp=w.exp)]
 
 
-def sweep_params(w):
+def grid_params(w):
     return as_json({"experiment": w.exp, "config": EXPS[w.exp], "seed": config["seed"]})
 
 
-def sweep_outputs(exp):
-    names = ("sweep_analysis", "sweep_stamp")
-    return [at(name, exp=exp) for name in names] if is_sweep(exp) else []
+def grid_outputs(exp):
+    analysis = grid_analysis(exp)
+    names = (f"{analysis}_analysis", f"{analysis}_stamp")
+    return [at(name, exp=exp) for name in names] if analysis else []
 
 
 def evaluation_outputs(exp):
@@ -502,20 +517,21 @@ def report_inputs(w):
     files = [
         f
         for exp in EXPS
-        for f in data_files(exp) + evaluation_outputs(exp) + sweep_outputs(exp)
+        for f in data_files(exp) + evaluation_outputs(exp) + grid_outputs(exp)
     ]
     return files + [f for run in runs() for f in run_files(*run)]
 
 
 def data_benchmarks(exp):
-    """Benchmark names of an experiment's jobs behind data_files, evaluation_outputs and sweep_outputs, as each
+    """Benchmark names of an experiment's jobs behind data_files, evaluation_outputs and grid_outputs, as each
     rule's `benchmark:` line names them."""
     jobs = {
         **({kind(exp).raw_stage: True} if kind(exp).raw_stage else {}),
         "data_audit": kind(exp).audited,
         "generate_fresh": "fresh" in evaluation_sets(EXPS[exp]),
         "tokenize": True,
-        "sweep": is_sweep(exp),
+        "sweep": grid_analysis(exp) == "sweep",
+        "memorisation": grid_analysis(exp) == "memorisation",
     }
     names = [rule for rule, wanted in jobs.items() if wanted]
     names += [f"subsets_{subset}" for subset in subsets_of(exp)]
@@ -620,7 +636,8 @@ PARAMS_OF = {
     "pretrained_activations": pretrained_params,
     "neighbours": neighbour_params,
     "evaluate": evaluation_params,
-    "sweep": sweep_params,
+    "sweep": grid_params,
+    "memorisation": grid_params,
 }
 
 

@@ -358,7 +358,7 @@ def dump_hf_activations(spec: dict[str, Any], acts: dict[str, Any], seed: int, s
     layers = "all" if acts["layers"] == "all" else "last"
     final_ln = spec["final_ln"]
     plan = plan_splits(store_dir, acts.get("heldout_split"), seed)
-    meta = {"model": info, "final_ln": final_ln, "d_model": info["d_model"],
+    meta = {"model": info, "sample_seed": seed, "final_ln": final_ln, "d_model": info["d_model"],
             "layers": hf_layer_names(resolve_layers(layers, info["n_layer"]), info["n_layer"], final_ln),
             "final_norm": final_norm_record(final_norm_module(model))}
 

@@ -416,8 +416,12 @@ def audit_floors(params: dict[str, Any], raw_dir: Path) -> dict[str, Any]:
     Downloaded data has no known generator, so its 'train'/'gen' floors are those of the fitted grammar
     (the best model of McCoy's files we have) and 'reference' holds the estimates measured on the files.
     """
+    from assocmem.qf.variant import Variant, variant_floor
+
     weights = params["grammar_weights"] if params["source"] == "generate" else "fitted"
-    floors = split_floors(params["sizes"], weights)
+    variant = Variant.from_config(params.get("variant"))
+    floors = {split: variant_floor(record, variant) if isinstance(record, dict) else record
+              for split, record in split_floors(params["sizes"], weights).items()}
     if params["source"] == "download":
         floors["note"] = ("downloaded files: 'train' and 'gen' are the exact floors of the fitted grammar at these "
                           "sizes, a model of McCoy's files; 'reference.downloaded' holds estimates from the files")

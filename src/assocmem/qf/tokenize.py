@@ -15,6 +15,7 @@ from typing import Any
 from assocmem.errors import AssocmemError
 from assocmem.io import sha256_file
 from assocmem.qf.generate import EOS, SOS, SPLITS, lm_tokens, read_qf
+from assocmem.qf.variant import Variant, variant_rng
 from assocmem.tokenwriter import Tokenizer, finish_store, tokenize_corpus
 
 SPECIALS = ("<pad>", "<unk>", SOS, EOS)
@@ -52,21 +53,36 @@ class WordTokenizer(Tokenizer):
         return " ".join(self.vocab[i] for i in ids)
 
     def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "vocab_size": self.vocab_size, "eot_id": self.eot_id, "vocab": self.vocab}
+        variant = {key: self.spec[key] for key in ("variant", "variant_seed") if key in self.spec}
+        return {"name": self.name, "vocab_size": self.vocab_size, "eot_id": self.eot_id, "vocab": self.vocab,
+                **variant}
 
 
-def sequence_texts(path: Path) -> list[str]:
-    """The LM sequences of a McCoy-format file, without the final ``<eos>``, as space-joined words."""
-    return [" ".join(lm_tokens(example)[:-1]) for example in read_qf(path)]
+def sequence_texts(path: Path, variant: Variant | None = None, seed: int = 0) -> list[str]:
+    """The LM sequences of a McCoy-format file, without the final ``<eos>``, as space-joined words; under a data
+    variant (:mod:`assocmem.qf.variant`) its sequences, spelled from the file's own stream of ``seed``."""
+    if variant is None or variant.identity:
+        return [" ".join(lm_tokens(example)[:-1]) for example in read_qf(path)]
+    rng = variant_rng(seed, Path(path).name)
+    return [" ".join(variant.lm_tokens(example, rng)[:-1]) for example in read_qf(path)]
 
 
-def tokenize_qf(raw_files: dict[str, Path], out_dir: Path) -> dict[str, Any]:
-    """Tokenize every split of ``raw_files`` (split -> McCoy-format file) into a store at ``out_dir``."""
+def variant_spec(variant: Variant | None, seed: int) -> dict[str, Any]:
+    """What the store's tokenizer record keeps of a variant, so evaluation encodes other files the same way."""
+    if variant is None or variant.identity:
+        return {}
+    return {"variant": {"synonyms": variant.synonyms, "output_copies": variant.output_copies}, "variant_seed": seed}
+
+
+def tokenize_qf(raw_files: dict[str, Path], out_dir: Path, variant: Variant | None = None,
+                seed: int = 0) -> dict[str, Any]:
+    """Tokenize every split of ``raw_files`` (split -> McCoy-format file) into a store at ``out_dir`` (under a data
+    ``variant``, spelled from ``seed``)."""
     if "train" not in raw_files:
         raise AssocmemError("tokenize: a 'train' split is required to build the vocabulary")
-    texts = {split: sequence_texts(path) for split, path in raw_files.items()}
+    texts = {split: sequence_texts(path, variant, seed) for split, path in raw_files.items()}
     vocab = build_vocab(text.split() + [EOS] for text in texts["train"])
-    tokenizer = WordTokenizer({"vocab": vocab})
+    tokenizer = WordTokenizer({"vocab": vocab, **variant_spec(variant, seed)})
     unknown = {}
     for split in SPLITS:
         if split in texts:
@@ -78,12 +94,12 @@ def tokenize_qf(raw_files: dict[str, Path], out_dir: Path) -> dict[str, Any]:
                         extra={"word_counts_train": dict(word_counts.most_common())})
 
 
-def tokenize_qf_dir(raw_dir: Path, out_dir: Path) -> dict[str, Any]:
+def tokenize_qf_dir(raw_dir: Path, out_dir: Path, variant: Variant | None = None, seed: int = 0) -> dict[str, Any]:
     """Tokenize the ``question.{split}`` files of ``raw_dir``; return the source record (files and hashes)."""
     files = {split: Path(raw_dir) / f"question.{split}" for split in SPLITS
              if (Path(raw_dir) / f"question.{split}").exists()}
     if not files:
         raise AssocmemError(f"no question.* files found in {raw_dir}")
-    tokenize_qf(files, out_dir)
+    tokenize_qf(files, out_dir, variant, seed)
     return {"kind": "question_formation", "files": {split: {"path": path.name, "sha256": sha256_file(path)}
                                                      for split, path in files.items()}}

@@ -133,11 +133,14 @@ def check_run_tables(run: Run, exp_cfg: dict[str, Any], at: Callable[[str], Path
         check_train_tables(run.metrics, run.eval_rows, run.summary, eval_interval, at)
 
 
-def load_sweep_analysis(experiment: Experiment, analysis: dict[str, Any]) -> None:
-    """Keep the sweep stage's analysis.json on ``experiment``: a memorisation grid's (``"kind": "memorisation"``,
-    :mod:`assocmem.memorisation.analysis`, plain JSON) as ``memorisation``, a scaling sweep's as ``sweep`` (through
-    :func:`assocmem.sweep.analysis.from_json`), so the scaling sweep's readers never see a memorisation grid."""
-    if analysis.get("kind") == "memorisation":
+def load_grid_analysis(experiment: Experiment, results_dir: Path) -> None:
+    """The grid's analysis from the file of the rule that wrote it (``dataset_kinds.grid_analysis``): a memorisation
+    grid's ``memorisation/analysis.json`` (:mod:`assocmem.memorisation.analysis`, plain JSON) as ``memorisation``, a
+    scaling sweep's ``sweep/analysis.json`` (through :func:`assocmem.sweep.analysis.from_json`) as ``sweep``. Two
+    analyses, two files: nothing reads a field of the JSON to tell them apart."""
+    rule = kind_of(experiment.config["dataset"]).grid_analysis
+    analysis = read_json(layout.path(Path(results_dir), f"{rule}_analysis", exp=experiment.name))
+    if rule == "memorisation":
         experiment.memorisation = analysis
     else:
         experiment.sweep = from_json(analysis)
@@ -158,7 +161,7 @@ def load_experiments(results_dir: Path, config: dict[str, Any]) -> list[Experime
             experiment.compare = read_json(layout.path(results, "compare", exp=name))
         fractions = exp_cfg["subsets"]["fractions"]
         if exp_cfg.get("sweep") is not None:
-            load_sweep_analysis(experiment, read_json(layout.path(results, "sweep_analysis", exp=name)))
+            load_grid_analysis(experiment, results)
             experiments.append(experiment)
             continue
         evaluated = set(evaluated_runs(exp_cfg))

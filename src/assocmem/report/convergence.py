@@ -9,6 +9,10 @@
    one more doubling would still lower the CE if the trend held: the *remaining fall*.
 3. **Converged** iff the remaining fall is at most ``margin``, the resolution the claims need; **not converged**
    otherwise; **undetermined** with fewer than three evaluations or no evaluation noise.
+4. **Floor cap** (claims on data with an exact entropy floor H, :func:`floor_cap`): no model's expected CE on fresh
+   samples lies below H, so the most a run can still fall is its CE's upper confidence bound minus H, however
+   steep its trend. A run whose capped remaining fall is at most ``margin`` has reached its level within the
+   claim's resolution (the loss-floor claim counts it; the statuses above do not change).
 
 Why this rule. A claim compares a run's level with a floor or with 1, so a run counts when training longer could not
 move it by as much as the claim must resolve; the margin is that resolution (for data whose exact entropy floor lies
@@ -150,6 +154,17 @@ def assess_with_noise(run: str, metrics: pd.DataFrame, row_nll: np.ndarray, row_
 def pretrained(run: str) -> Convergence:
     return Convergence(run, PRETRAINED, reason="pretrained weights: trained elsewhere, assumed saturated as in "
                                                "the paper's Assumption 1")
+
+
+def floor_cap(level: float, level_se: float, floor: float, z: float = Z_RISE) -> float:
+    """Rule 4: the most a run's expected held-out CE (``level`` +- ``z`` * ``level_se``) can still fall above an
+    exact entropy floor: its upper confidence bound minus the floor, never negative."""
+    return max(level + z * level_se - floor, 0.0)
+
+
+def capped_fall(remaining_fall: float | None, cap: float) -> float:
+    """The remaining fall of rule 2 capped by rule 4 (the cap alone when the trend is unknown)."""
+    return cap if remaining_fall is None or not np.isfinite(remaining_fall) else min(remaining_fall, cap)
 
 
 def claim_margin(floor: float | None) -> float:

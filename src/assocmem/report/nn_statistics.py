@@ -101,3 +101,28 @@ def nn_trend(frame: pd.DataFrame, statistic: str = "mean", target: float | None 
     return {**out, "slope": slope, "slope_lo": float(slope_lo), "slope_hi": float(slope_hi),
             "intercept": intercept, "at_target": float(np.exp(intercept + slope * np.log(target))),
             "at_target_lo": float(at_lo), "at_target_hi": float(at_hi), "replicates": float(len(positive))}
+
+
+# ---------------------------------------------------------------- run-to-run variation (issue 38)
+
+
+def replicate_interval(levels: np.ndarray) -> tuple[float, float, float]:
+    """(mean, low, high): the t-interval of the mean of R >= 2 levels, each measured on an independent sample of
+    chunks (or seed). Their spread holds the query, the chunk-sample and (for trained runs) the seed's variation."""
+    levels = np.asarray(levels, dtype=np.float64)
+    if levels.size < 2:
+        raise AssocmemError(f"a run-to-run interval needs at least two replicates, got {levels.size}")
+    half = stats.t.ppf(0.5 + CONFIDENCE / 2, levels.size - 1) * levels.std(ddof=1) / np.sqrt(levels.size)
+    return float(levels.mean()), float(levels.mean() - half), float(levels.mean() + half)
+
+
+def width_growth(widths: np.ndarray, levels: np.ndarray) -> dict[str, float]:
+    """Least squares of log(level) on log(width) over every replicate: the exponent of level ~ width^slope (the
+    paper's r* ~ sqrt(n) predicts 1/2) with its t-interval; NaN with fewer than two widths or three points."""
+    widths, levels = np.asarray(widths, dtype=np.float64), np.asarray(levels, dtype=np.float64)
+    if np.unique(widths).size < 2 or widths.size < 3 or np.any(levels <= 0):
+        return dict.fromkeys(("slope", "slope_lo", "slope_hi", "points"), float("nan"))
+    fit = stats.linregress(np.log(widths), np.log(levels))
+    half = stats.t.ppf(0.5 + CONFIDENCE / 2, widths.size - 2) * fit.stderr
+    return {"slope": float(fit.slope), "slope_lo": float(fit.slope - half), "slope_hi": float(fit.slope + half),
+            "points": float(widths.size)}

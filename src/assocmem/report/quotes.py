@@ -19,7 +19,7 @@ the proof of Prop. 4.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 ELLIPSIS = " [...] "
@@ -261,6 +261,7 @@ LOSS_FLOOR = (
           r"When the model is severely over-parameterized, the energy function can well approximate the energy of "
           r"the sample distribution. In this case, the minimal cross-entropy equals the entropy of the training "
           r"samples."),
+    replace(PROP4[0], where="§5 (Cross-Entropy Loss), Proposition 4 (its display carries no equation number)"),
 )
 
 OVERFIT = (

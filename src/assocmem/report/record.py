@@ -53,7 +53,7 @@ def sweep_summary(analysis: dict[str, Any]) -> dict[str, Any]:
 
 
 def record(checks_file: Path, time_log: Path, snakemake_log: Path, *, commit: str, date: str, command: str,
-           analysis_file: Path | None = None) -> dict[str, Any]:
+           sweep_file: Path | None = None, memorisation_file: Path | None = None) -> dict[str, Any]:
     """The record of one measured run (see the module docstring)."""
     checks = read_json(checks_file)
     if "checks" not in checks:
@@ -65,12 +65,10 @@ def record(checks_file: Path, time_log: Path, snakemake_log: Path, *, commit: st
         "verdicts": {check["id"]: check["verdict"] for check in checks["checks"]},
         "numbers": {check["id"]: check["numbers"] for check in checks["checks"]},
     }
-    if analysis_file is not None:
-        analysis = read_json(analysis_file)
-        if analysis.get("kind") == "memorisation":
-            result["memorisation"] = memorisation_summary(analysis)
-        else:
-            result["sweep"] = sweep_summary(analysis)
+    if sweep_file is not None:
+        result["sweep"] = sweep_summary(read_json(sweep_file))
+    if memorisation_file is not None:
+        result["memorisation"] = memorisation_summary(read_json(memorisation_file))
     return result
 
 
@@ -84,6 +82,6 @@ def memorisation_summary(analysis: dict[str, Any]) -> dict[str, Any]:
     """What the documentation quotes from a memorisation grid's analysis.json, and the runs to refit it from."""
     missing = [key for key in MEMORISATION_KEYS if key not in analysis]
     if missing:
-        raise AssocmemError(f"memorisation analysis.json lacks {', '.join(missing)}: not written by today's sweep "
-                            "stage (or its fit failed); rerun the sweep job")
+        raise AssocmemError(f"memorisation analysis.json lacks {', '.join(missing)}: not written by today's "
+                            "memorisation stage (or its fit failed); rerun the memorisation job")
     return {key: analysis[key] for key in MEMORISATION_KEYS}

@@ -112,6 +112,7 @@ def test_both_dumpers_share_the_split_loop(corpus_dir, tmp_path):
         assert decoder["splits"][split]["distinct_chunks"] == hf["splits"][split]["distinct_chunks"]
     model, _ = load_causal_lm({"config": spec["config"], "seed": seed, "device": "cpu"})
     assert hf["final_norm"] == final_norm_record(final_norm_module(model))
+    assert hf["sample_seed"] == seed  # the radius test tells replicate chunk samples apart by it
     assert read_json(tmp_path / "hf" / "meta.json") == hf
 
 

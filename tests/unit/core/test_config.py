@@ -28,7 +28,8 @@ def minimal() -> dict:
 
 def test_shipped_configs_validate():
     for name in ("config.yaml", "test.yaml", "paper.yaml", "scaling.yaml", "sweep_test.yaml", "facts_test.yaml",
-                 "memorisation.yaml", "memorisation_test.yaml", "memorisation_gpu.yaml"):
+                 "memorisation.yaml", "memorisation_test.yaml", "memorisation_gpu.yaml", "radius_gpt2.yaml",
+                 "entropy.yaml"):
         cfg = load_config(ROOT / "config" / name)
         assert cfg["experiments"]
 
@@ -226,3 +227,17 @@ def test_an_experiment_without_models_is_refused():
     cfg["experiments"]["qf"]["models"] = {}
     with pytest.raises(ConfigError, match=r"experiments.qf.models: no model to train \(and no pretrained one\)"):
         validate_config(cfg)
+
+
+def test_radius_config_samples_each_gpt2_width_three_times_independently():
+    """config/radius_gpt2.yaml (issue 38): GPT-2 small, medium and large, each on three chunk samples (distinct
+    replicates, hence distinct chunk seeds), the paper's 80K chunks of 256 tokens, last layer, nothing trained."""
+    exp = load_config(ROOT / "config" / "radius_gpt2.yaml")["experiments"]["owt"]
+    by_model: dict[str, list[int]] = {}
+    for spec in exp["pretrained"].values():
+        by_model.setdefault(spec["name"], []).append(spec["replicate"])
+    assert {name: sorted(reps) for name, reps in by_model.items()} == {
+        name: [0, 1, 2] for name in ("gpt2", "gpt2-medium", "gpt2-large")}
+    assert not exp["models"] and exp["neighbours"]["method"] == "exact"
+    assert (exp["activations"]["n_chunks"], exp["activations"]["chunk_len"], exp["activations"]["layers"]) == (
+        80_000, 256, "last")

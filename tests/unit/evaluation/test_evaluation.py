@@ -28,8 +28,9 @@ def store_and_model(tmp_path):
 
 def test_row_losses_split_the_eos_term_and_match_a_direct_computation(store_and_model, tmp_path):
     token_dir, model = store_and_model
-    vocab = read_store_meta(token_dir)["tokenizer"]["vocab"]
-    sequences, unknown = encode_file(write_raw(tmp_path / "raw") / "question.train", vocab)
+    tokenizer = read_store_meta(token_dir)["tokenizer"]
+    vocab = tokenizer["vocab"]
+    sequences, unknown = encode_file(write_raw(tmp_path / "raw") / "question.train", tokenizer)
     assert unknown == 0 and all(row[-1] == vocab.index("<eos>") for row in sequences)
     losses = row_losses(model, sequences, pad_id=0)
     for row, ids in zip(losses.itertuples(), sequences, strict=True):

@@ -10,7 +10,7 @@ import pytest
 from scipy import stats
 
 from assocmem.errors import AssocmemError
-from assocmem.report import claims
+from assocmem.report import claims, convergence
 from assocmem.report.claims.energy import eq8, fig1, prop1, prop2, prop3
 from assocmem.report.claims.literature import literature, read_literature_csv
 from assocmem.report.claims.loss import loss_floor, overfit
@@ -109,9 +109,11 @@ def _nn_queries(mean_at, n_dim: int = 1024, n_chunks: int = 4000, seed: int = 0,
     return pd.concat(frames).assign(run=run, set=set_name)
 
 
-def _radius_runs(usable: bool = True, n_dim: int = 1024, runs: tuple[str, ...] = ("m/pct100",)) -> pd.DataFrame:
+def _radius_runs(usable: bool = True, n_dim: int = 1024, runs: tuple[str, ...] = ("m/pct100",),
+                 paper_model: bool = True) -> pd.DataFrame:
     return pd.DataFrame({"run": list(runs), "n_dim": n_dim, "t_max": 256, "usable": usable,
-                         "status": "converged" if usable else "not converged", "rms_norm": 30.0})
+                         "status": "converged" if usable else "not converged", "rms_norm": 30.0,
+                         "paper_model": paper_model})
 
 
 TWO_R_STAR_1024 = 2 * 7.7430632
@@ -123,7 +125,7 @@ def test_radius_at_two_r_star_for_every_run_of_a_width_is_reproduced() -> None:
     row = radius(queries, _radius_runs(runs=("a/pct100", "b/pct1")), n_boot=300)
     assert_valid(row)
     n = row["numbers"]
-    assert row["verdict"] == "reproduced" and n["outcomes_disagreeing"] == n["outcomes_undecided"] == 0
+    assert row["verdict"] == "reproduced" and n["gain_free.outcomes_disagreeing"] == 0
     assert n["a/pct100.mean.largest"] == 4000 and n["a/pct100.primary_set_is_gain_free"] == 1
     assert n["a/pct100.mean.ratio_to_2r_star_lo"] <= 1 <= n["a/pct100.mean.ratio_to_2r_star_hi"]
     assert n["n1024.mean.spread_lo"] >= 1 and n["n1024.median.spread_hi"] < PAPER_RATIO
@@ -161,6 +163,49 @@ def test_radius_never_rests_on_an_unconverged_run() -> None:
     assert row["verdict"] == "not-testable" and "m/pct100 (not converged)" in row["evidence"]
     with pytest.raises(AssocmemError, match="t_max"):
         radius(_nn_queries(lambda m: 1.0), _radius_runs().drop(columns="t_max"))
+
+
+def test_radius_on_models_trained_here_is_description_not_a_test() -> None:
+    """Issue 38, item 6: the paper's r* is about pretrained GPT-2; a toy model's distances far from 2r* are
+    described (same numbers), and the row names the command that decides."""
+    far = radius(_nn_queries(lambda m: 0.3 * TWO_R_STAR_1024), _radius_runs(paper_model=False), n_boot=100)
+    assert_valid(far)
+    assert far["verdict"] == "not-testable" and "config/radius_gpt2.yaml" in far["evidence"]
+    assert "Description only" in far["evidence"] and far["numbers"]["m/pct100.mean.ratio_to_2r_star"] < 0.35
+
+
+def _gpt2_family(level_of_n, replicates: int = 3, with_gain: float = 1.0) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Pretrained models of three widths, each on ``replicates`` chunk samples whose levels differ by 3%."""
+    queries, runs = [], []
+    for n_dim in (768, 1024, 1280):
+        for k in range(replicates):
+            run, level = f"w{n_dim}_r{k}/pretrained", level_of_n(n_dim) * (1 + 0.03 * (k - 1))
+            for set_name, scale in (("gain_free", 1.0), ("distinct", with_gain)):
+                queries.append(_nn_queries(lambda m, v=level * scale: v, n_chunks=200, seed=n_dim + k, run=run,
+                                           set_name=set_name))
+            runs.append({"run": run, "n_dim": n_dim, "t_max": 256, "usable": True, "status": "pretrained",
+                         "paper_model": True, "model_id": f"gpt2-{n_dim}", "sample_seed": 1234 + 1000 * k})
+    return pd.concat(queries), pd.DataFrame(runs)
+
+
+def test_radius_on_pretrained_models_pools_replicates_and_tests_sqrt_n_growth() -> None:
+    two_r = lambda n: 2 * np.sqrt(n / (2 * np.pi * np.e))  # noqa: E731
+    assert [round(two_r(n), 1) for n in (768, 1024, 1280)] == [13.4, 15.5, 17.3]  # issue 38's figures
+    queries, runs = _gpt2_family(two_r)
+    row = radius(queries, runs, n_boot=50)
+    n = row["numbers"]
+    assert row["verdict"] == "reproduced" and n["paper_models"] == 3
+    assert n["gpt2-1024.mean.replicates"] == 3 and "t-interval over 3 chunk samples" in row["evidence"]
+    levels = [n[f"w1024_r{k}/pretrained.mean.level"] for k in range(3)]
+    assert n["gpt2-1024.mean.level_hi"] - n["gpt2-1024.mean.level_lo"] > np.ptp(levels)  # run-to-run in it
+    assert n["growth.mean.slope_lo"] <= 0.5 <= n["growth.mean.slope_hi"]
+    flat = radius(*_gpt2_family(lambda n: two_r(1024)), n_boot=50)  # the level right at n = 1024 only
+    assert flat["verdict"] == "refuted" and flat["numbers"]["growth.mean.slope_hi"] < 0.5
+    units_differ = radius(*_gpt2_family(two_r, with_gain=2.0), n_boot=50)  # with the gain: 2x too far
+    assert units_differ["verdict"] == "not-testable" and "verdict with the gain: refuted" in units_differ["evidence"]
+    shared = runs.assign(sample_seed=1234)
+    with pytest.raises(AssocmemError, match="share a chunk sample"):
+        radius(queries, shared, n_boot=10)
 
 
 def test_nn_trend_bootstrap_covers_the_truth_and_handles_zeros() -> None:
@@ -325,6 +370,37 @@ def test_loss_floor_other_outcomes() -> None:
     assert loss_floor(_final([0.9982], se=0.0001), floor=0.999, floor_low=0.998)["verdict"] == "corrected"
 
 
+def test_loss_floor_is_a_bound_that_a_run_breaks_without_converging() -> None:
+    """Issue 38, item 5: '1 < L' is a lower bound, so a full-data run whose interval lies wholly below 1 breaks
+    it whether or not its curve has flattened; where runs stop still needs a converged run."""
+    still_falling = _final([0.9931], se=0.0002, usable=[False]).assign(
+        remaining_fall=0.17, margin=0.0042, final_step=7000, status="not converged")
+    row = loss_floor(still_falling, floor=0.9917, floor_low=0.9915)
+    assert row["verdict"] == "corrected" and "converged or not" in row["evidence"]
+    below_floor = _final([0.85], usable=[False]).assign(status="not converged")
+    assert loss_floor(below_floor, floor=0.9)["verdict"] == "refuted"  # no model's fresh CE lies below H
+    straddles = _final([0.9995], usable=[False]).assign(status="not converged")  # CI holds 1: breaks nothing
+    assert loss_floor(straddles, floor=0.99)["verdict"] == "not-testable"
+
+
+def test_the_floor_caps_the_remaining_fall() -> None:
+    """Rule 4 of the convergence module: a run cannot fall by more than its CE's upper bound minus the floor, so a
+    steep trend near the floor counts as having reached its level; far from the floor, or over-fitted, it does
+    not; the cap never makes a run with a flat trend less converged."""
+    assert convergence.floor_cap(1.0, 0.001, 0.99) == pytest.approx(0.01196)
+    assert convergence.floor_cap(0.98, 0.001, 0.99) == 0.0
+    assert convergence.capped_fall(0.17, 0.002) == 0.002 and convergence.capped_fall(0.001, 0.5) == 0.001
+    assert convergence.capped_fall(None, 0.3) == 0.3
+    near = _final([1.0, 1.05], se=0.0002, usable=[False, False]).assign(
+        remaining_fall=[0.17, 0.0069], margin=0.0042, final_step=7000, status="not converged")
+    row = loss_floor(near, floor=0.9965)
+    assert row["numbers"]["r0.usable"] == 1 and row["numbers"]["r1.usable"] == 0
+    assert row["numbers"]["r0.capped_fall"] == pytest.approx(1.0 + 1.96 * 0.0002 - 0.9965)
+    assert row["numbers"]["converged_full_runs"] == 1 and row["verdict"] == "reproduced"
+    over_fitted = near.assign(status=convergence.OVER_FITTED)
+    assert loss_floor(over_fitted, floor=0.9965)["numbers"]["converged_full_runs"] == 0
+
+
 def test_loss_floor_reports_both_eos_conventions_and_its_sensitivity() -> None:
     runs = _final([0.995]).assign(test_ce_no_eos=1.02, test_ce_no_eos_se=0.001, eval_set="the fresh set")
     sensitivity = [{"window": w, "margin": 0.004, "converged_runs": 1, "verdict": "corrected"} for w in (0.3, 0.5)]
@@ -339,17 +415,17 @@ def test_loss_floor_reports_both_eos_conventions_and_its_sensitivity() -> None:
 
 
 def test_loss_floor_excludes_unconverged_and_small_subsets_and_uses_the_sweep() -> None:
-    runs = _final([0.5, 1.0, 0.2], usable=[False, True, True], fraction=[1.0, 1.0, 0.01])
+    runs = _final([1.3, 1.0, 0.2], usable=[False, True, True], fraction=[1.0, 1.0, 0.01])
     row = loss_floor(runs, floor=0.9)
     assert row["verdict"] == "reproduced" and "r0 (converged)" in row["evidence"]  # r0 excluded, r2 is 1%
     assert row["numbers"]["converged_full_runs"] == 1
-    none_left = loss_floor(_final([0.5], usable=[False]), floor=0.9)
+    none_left = loss_floor(_final([1.3], usable=[False]), floor=0.9)
     assert none_left["verdict"] == "not-testable" and "No converged run" in none_left["evidence"]
     swept = loss_floor(_final([1.0]), floor=0.9, sweep_E=(0.95, 0.93, 0.97))
     assert swept["verdict"] == "corrected" and swept["numbers"]["sweep_E"] == 0.95
-    on_floor = loss_floor(_final([0.5], usable=[False]), floor=0.9, sweep_E=(0.95, 0.90, 1.0))
+    on_floor = loss_floor(_final([1.3], usable=[False]), floor=0.9, sweep_E=(0.95, 0.90, 1.0))
     assert on_floor["verdict"] == "not-testable"
-    too_wide = loss_floor(_final([0.5], usable=[False]), floor=0.9, sweep_E=(0.45, 0.004, 3.08))
+    too_wide = loss_floor(_final([1.3], usable=[False]), floor=0.9, sweep_E=(0.45, 0.004, 3.08))
     assert too_wide["verdict"] == "not-testable" and "too wide to speak to a bound at 1" in too_wide["evidence"]
     # an estimate outside its own bootstrap interval (a fit that traded E for A / N^alpha at alpha = 0, seen on
     # config/scaling.yaml) is not an estimate of E: left out, with the reason; so is one without an interval
@@ -429,14 +505,41 @@ def test_check_row_rejects_unknown_labels() -> None:
 def test_untestable_rows_say_how_far_and_which_command_decides() -> None:
     """Issue 27: a not-testable row of the default run gives its number (how far its runs are from converged, why
     its design has no power) and names the command that decides the claim."""
-    falling = _final([0.995, 1.01], usable=[False, False]).assign(
-        remaining_fall=[0.0123, 0.25], margin=0.0042, final_step=7000)
+    falling = _final([1.005, 1.01], usable=[False, False]).assign(
+        remaining_fall=[0.0123, 0.25], margin=0.0042, final_step=7000, status="not converged")
     row = loss_floor(falling, floor=0.99)
     assert row["verdict"] == "not-testable"
     assert "r0 after 7,000 steps: up to 0.0123 nats" in row["evidence"] and "margin 0.0042" in row["evidence"]
+    assert "caps its whole remaining fall at 0.0170" in row["evidence"]  # 1.005 + 1.96 * 0.001 - 0.99
     assert "config/scaling.yaml" in row["evidence"]
     two_by_two = _grid_runs(2)
     two_by_two = two_by_two[two_by_two["model"].isin(["m0", "m1"]) & two_by_two["n_train_tokens"].isin([1e3, 2e3])]
     small = scaling(two_by_two)
     assert small["verdict"] == "not-testable"
     assert "trains 2 model sizes on 2 data sizes" in small["evidence"] and "config/scaling.yaml" in small["evidence"]
+
+
+def test_the_plateau_table_sets_each_run_against_its_own_floor_and_1() -> None:
+    """Issue 38, item 5: data of other entropy; each full-data run's CE against its own dataset's H and against 1."""
+    from types import SimpleNamespace
+
+    from helpers import ascii_math
+
+    from assocmem.report.claims.plateaus import plateau_table
+
+    def experiment(name: str, floor: float, variant: dict | None, levels: dict[str, float]):
+        runs = [SimpleNamespace(label=f"L2/{subset}", fraction=1.0 if subset == "pct100" else 0.01, ce=ce)
+                for subset, ce in levels.items()]
+        return SimpleNamespace(name=name, floor={"train": {"floor_nats_per_token": floor, "variant": variant}},
+                               trained_runs=runs)
+
+    evidence = SimpleNamespace(status=lambda run: SimpleNamespace(status="converged"))
+    exps = [experiment("h10", 0.9917, None, {"pct100": 0.9931, "pct1": 1.9}),
+            experiment("h05", 0.5179, {"synonyms": 1, "output_copies": 3}, {"pct100": 0.5200})]
+    table, numbers, sentence = plateau_table(evidence, exps, lambda run: {"test_ce": run.ce, "test_ce_se": 0.0002})
+    assert [row[1] for row in table["rows"]] == ["L2/pct100", "L2/pct100"]  # full-data runs only
+    assert numbers["h05:L2/pct100.ce_minus_floor"] == pytest.approx(0.0021)
+    assert numbers["h05:L2/pct100.ce_minus_one"] == pytest.approx(-0.48)
+    assert "output written 3 time(s)" in table["rows"][1][0] and "h05 L2/pct100" in sentence
+    assert not ascii_math(sentence)
+    assert plateau_table(evidence, exps[:1], lambda run: {"test_ce": run.ce, "test_ce_se": 0.0002})[2] == ""

@@ -11,9 +11,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from assocmem import layout
 from assocmem.io import read_json, write_json
 from assocmem.report import build, claims, render
-from assocmem.report.artifacts import Experiment, load_sweep_analysis
+from assocmem.report.artifacts import Experiment, load_grid_analysis
 from assocmem.report.claims.memorisation import (
     GRID_COMMAND,
     in_words,
@@ -194,10 +195,13 @@ def test_messages_become_report_words() -> None:
 # ---------------------------------------------------------------- loading and routing
 
 
-def test_loading_keeps_a_memorisation_grid_out_of_the_scaling_sweeps(grids) -> None:
+def test_loading_keeps_a_memorisation_grid_out_of_the_scaling_sweeps(grids, tmp_path) -> None:
+    """Issue 38, item 8: a memorisation grid's analysis is the memorisation rule's own file, never the sweep's."""
     exp = _facts_experiment()
-    load_sweep_analysis(exp, grids["b2"])
-    assert exp.memorisation is not None and exp.sweep is None
+    write_json(layout.path(tmp_path, "memorisation_analysis", exp=exp.name), grids["b2"])
+    load_grid_analysis(exp, tmp_path)
+    assert exp.memorisation == grids["b2"] and exp.sweep is None
+    assert not layout.path(tmp_path, "sweep_analysis", exp=exp.name).exists()
     evidence = _evidence(exp)
     assert evidence.sweeps == {} and set(evidence.memorisation_grids) == {"memorisation"}
     assert evidence.with_floor() == []

@@ -11,6 +11,7 @@ from assocmem.errors import AssocmemError
 from assocmem.report import convergence, quotes
 from assocmem.report.artifacts import Experiment, Run
 from assocmem.report.claims.base import check_row, listing, require_columns, usable_rows
+from assocmem.report.claims.plateaus import plateau_table
 from assocmem.report.claims.registry import Claim, Untestable, register
 from assocmem.report.evidence import Evidence, margin_of, run_key
 from assocmem.sweep import laws
@@ -29,26 +30,33 @@ def _fmt(estimates: list[Estimate]) -> str:
     return "; ".join(f"{label} {value:.4f} [{lo:.4f}, {hi:.4f}]" for label, value, lo, hi in estimates)
 
 
-def floor_verdict(estimates: list[Estimate], floor: float, floor_low: float) -> tuple[str, str]:
+def floor_verdict(estimates: list[Estimate], floor: float, floor_low: float,
+                  unconverged: list[Estimate] | None = None) -> tuple[str, str]:
     """The loss_floor rule on (label, estimate, CI low, CI high) tuples, in the order the verdicts' definitions
-    imply (see loss_floor)."""
+    imply (see loss_floor). ``estimates``: converged runs (and a narrow sweep E); ``unconverged``: the other
+    full-data runs, which can break the lower bound 1 < L but never show where training stops."""
+    everyone = [*estimates, *(unconverged or [])]
     if floor >= 1.0:
         return "not-testable", (f"The data's own entropy floor {floor:.4f} is at least 1, so any plateau at or "
-                                f"above 1 is forced by the data and cannot test a bound at 1 ({_fmt(estimates)}).")
-    below_one = [e for e in estimates if e[3] < 1.0]
-    below_floor = [e for e in estimates if e[3] < floor_low]
+                                f"above 1 is forced by the data and cannot test a bound at 1 ({_fmt(everyone)}).")
+    below_one = [e for e in everyone if e[3] < 1.0]
+    below_floor = [e for e in everyone if e[3] < floor_low]
     if below_one and not below_floor:
-        return "corrected", (f"The printed bound $1<L$ fails: {', '.join(e[0] for e in below_one)} converged below "
-                             f"1 with 95% confidence ({_fmt(estimates)}), and no estimate lies below the data's "
-                             f"entropy floor [{floor_low:.4f}, {floor:.4f}]: the corrected bound $L\\ge H$ holds on "
-                             "the "
-                             "same runs. The plateau near 1 is the entropy of this dataset, not a model-independent "
-                             "bound.")
+        return "corrected", (f"The printed bound $1<L$ fails: {', '.join(e[0] for e in below_one)} scored below "
+                             f"1 with 95% confidence on held-out data ({_fmt(everyone)}); a lower bound fails on any "
+                             "model that scores below it, converged or not, so no convergence test is needed. No "
+                             f"estimate lies below the data's entropy floor [{floor_low:.4f}, {floor:.4f}]: the "
+                             "corrected bound $L\\ge H$ holds on the same runs. The plateau near 1 is the entropy of "
+                             "this dataset, not a model-independent bound.")
     if below_one:
-        return "refuted", (f"Converged CE below 1 ({', '.join(e[0] for e in below_one)}) and even below the data's "
-                           f"entropy floor ({', '.join(e[0] for e in below_floor)}; {_fmt(estimates)}): neither the "
-                           "printed bound nor the entropy bound describes these numbers, so the measurement or the "
-                           "floor is in question.")
+        return "refuted", (f"CE below 1 ({', '.join(e[0] for e in below_one)}) and even below the data's entropy "
+                           f"floor ({', '.join(e[0] for e in below_floor)}; {_fmt(everyone)}): neither the printed "
+                           "bound nor the entropy bound describes these numbers, so the measurement or the floor "
+                           "is in question.")
+    if not estimates:
+        return "not-testable", ("No converged run on the full training set, and no run's interval lies below 1"
+                                f"{f' ({_fmt(everyone)})' if everyone else ''}: where a run stops needs a converged "
+                                "run.")
     if all(lo <= 1.0 <= hi and lo > floor for _, _, lo, hi in estimates):
         return "reproduced", (f"Every converged estimate is above the floor {floor:.4f} and consistent with 1 "
                               f"({_fmt(estimates)}): the runs stop near 1 although the data allows less.")
@@ -60,10 +68,13 @@ def floor_verdict(estimates: list[Estimate], floor: float, floor_low: float) -> 
                             "supports nor refutes a bound at 1.")
 
 
-def _run_estimates(usable: pd.DataFrame, column: str, z: float) -> list[Estimate]:
+def _run_estimates(rows: pd.DataFrame, column: str, z: float, need_se: bool = True) -> list[Estimate]:
+    """(run, CE, CE -+ z SE) per row; a row without a finite SE stops the report (``need_se``) or is skipped."""
     estimates = []
-    for _, row in usable.iterrows():
-        se = float(row[f"{column}_se"] if row[f"{column}_se"] is not None else np.nan)
+    for _, row in rows.iterrows():
+        se = float(row[f"{column}_se"] if pd.notna(row[f"{column}_se"]) else np.nan)
+        if not np.isfinite(se) and not need_se:
+            continue
         if not np.isfinite(se):
             raise AssocmemError(f"final_ce: run {row['run']} is marked usable but its {column}_se is missing")
         estimates.append((str(row["run"]), float(row[column]), row[column] - z * se, row[column] + z * se))
@@ -115,9 +126,34 @@ def _still_falling(frame: pd.DataFrame) -> str:
     if rows.empty:
         return ""
     parts = [f"{row.run} after {row.final_step:,.0f} steps: up to {row.remaining_fall:.4f} nats"
+             + (f" (the floor caps its whole remaining fall at {row.floor_cap:.4f})"
+                if pd.notna(getattr(row, "floor_cap", np.nan)) else "")
              for row in rows.itertuples()]
     return (" Still falling per doubling of steps (95% upper bound; converged means at most the margin "
             f"{rows['margin'].iloc[0]:.4f} nats): " + "; ".join(parts) + ".")
+
+
+def _at_the_floor(frame: pd.DataFrame, floor_low: float, z: float) -> pd.DataFrame:
+    """Rule 4 of :mod:`assocmem.report.convergence`: a run still falling by its trend but whose CE is within the
+    margin of the floor (its upper bound minus the floor) cannot fall by more than the margin, so its level counts.
+    Over-fitted runs stay out (no level rests on them); rows without a margin or an SE are left as they are."""
+    if not {"margin", "remaining_fall"} <= set(frame.columns):
+        return frame
+    frame = frame.copy()
+    caps, capped = [], []
+    for row in frame.itertuples():
+        se = float(row.test_ce_se) if pd.notna(row.test_ce_se) else np.nan
+        cap = convergence.floor_cap(float(row.test_ce), se, floor_low, z) if np.isfinite(se) else np.nan
+        caps.append(cap)
+        capped.append(convergence.capped_fall(row.remaining_fall, cap) if np.isfinite(cap) else np.nan)
+    frame["floor_cap"], frame["capped_fall"] = caps, capped
+    status = frame["status"] if "status" in frame.columns else pd.Series("", index=frame.index)
+    reached = (~frame["usable"].astype(bool) & (status != convergence.OVER_FITTED)
+               & (frame["capped_fall"] <= frame["margin"]))
+    frame.loc[reached, "usable"] = True
+    frame.loc[reached, "status"] = [f"at the floor: can fall at most {cap:.4f} nats, within the margin"
+                                    for cap in frame.loc[reached, "floor_cap"]]
+    return frame
 
 
 def loss_floor(final_ce: pd.DataFrame, floor: float, floor_low: float | None = None,
@@ -141,7 +177,9 @@ def loss_floor(final_ce: pd.DataFrame, floor: float, floor_low: float | None = N
     frame = final_ce.copy()
     if "fraction" in frame.columns:
         frame = frame[frame["fraction"] == frame["fraction"].max()]
+    frame = _at_the_floor(frame, floor_low, z)
     usable, excluded = usable_rows(frame)
+    unusable = frame[~frame.index.isin(usable.index)]
     numbers: dict[str, Any] = {"floor": floor, "floor_low": floor_low, "z": z, "converged_full_runs": len(usable)}
     for _, row in final_ce.iterrows():
         key = str(row["run"])
@@ -152,16 +190,21 @@ def loss_floor(final_ce: pd.DataFrame, floor: float, floor_low: float | None = N
         if floor_no_eos is not None and pd.notna(row.get("test_ce_no_eos")):
             numbers.update({f"{key}.test_ce_no_eos": row["test_ce_no_eos"],
                             f"{key}.test_ce_no_eos_se": row["test_ce_no_eos_se"]})
+    for row in frame.itertuples():
+        if pd.notna(getattr(row, "floor_cap", np.nan)):
+            numbers.update({f"{row.run}.floor_cap": row.floor_cap, f"{row.run}.capped_fall": row.capped_fall,
+                            f"{row.run}.usable": bool(row.usable)})
     estimates = _run_estimates(usable, "test_ce", z)
     estimates += _sweep_estimate(sweep_E, numbers, excluded) if sweep_E is not None else []
-    if estimates:
-        verdict, evidence = floor_verdict(estimates, floor, floor_low)
-    else:
-        verdict, evidence = "not-testable", ("No converged run on the full training set and no sweep estimate."
-                                             + _still_falling(frame) + f" Decided by {CONVERGED_COMMAND}.")
+    unconverged = _run_estimates(unusable, "test_ce", z, need_se=False)
+    verdict, evidence = floor_verdict(estimates, floor, floor_low, unconverged)
+    if verdict == "not-testable" and not estimates and floor < 1.0:
+        evidence += _still_falling(frame) + f" Decided by {CONVERGED_COMMAND}."
     if floor_no_eos is not None and "test_ce_no_eos" in usable.columns and usable["test_ce_no_eos"].notna().all() \
             and len(usable):
-        other, _ = floor_verdict(_run_estimates(usable, "test_ce_no_eos", z), floor_no_eos, floor_no_eos)
+        other, _ = floor_verdict(_run_estimates(usable, "test_ce_no_eos", z), floor_no_eos, floor_no_eos,
+                                 _run_estimates(unusable, "test_ce_no_eos", z, need_se=False)
+                                 if "test_ce_no_eos_se" in unusable.columns else [])
         numbers["floor_no_eos"] = floor_no_eos
         evidence += (f" Without <eos> (floor {floor_no_eos:.4f}) the verdict is "
                      f"{'the same' if other == verdict else other}.")
@@ -176,18 +219,22 @@ def loss_floor(final_ce: pd.DataFrame, floor: float, floor_low: float | None = N
                  "a training CE below the floor means memorisation of a finite sample.")
     row = check_row(
         "loss_floor",
-        "Held-out CE (with its standard error) of each converged run on the full training set, on a large fresh "
-        "sample from the generator where there is one, with and without <eos>, against 1 and against the exact "
+        "Held-out CE (with its standard error) of each run on the full training set (converged or not for the "
+        "bound $1<L$; converged for where runs stop), on a large fresh sample from the generator where there is "
+        "one, with and without <eos>, against 1 and against the exact "
         "entropy floor of the data; a scaling-sweep estimate of the irreducible loss when supplied.",
         numbers, verdict, evidence, "data",
         ours_tex=(r"The lowest achievable expected CE is the entropy rate of the data, $H=" f"{floor:.4f}" r"$ "
                   r"nats/token here (the paper's own Remark 2: the minimal cross-entropy equals the entropy of the "
                   r"samples); a plateau near 1 on Question-Formation is that entropy, not the bound "
                   r"$\log Z_t+1/Z_t\ge 1$ of Proposition 4 (refuted separately)."),
-        limits=("Only converged runs on the full training set count (`assocmem.report.convergence`: the trend's "
-                "upper bound on the fall per doubling of steps below the margin, half the distance from the floor to "
-                "1); with the CPU-sized default config they may be few or none, and the sensitivity table shows "
-                "which other choices of window and margin would count them. The standard error covers the "
+        limits=("The printed $1<L$ is a lower bound, so any full-data run whose interval lies below 1 breaks it, "
+                "converged or not. Where a run stops (reproduced, or a plateau above both) rests only on converged "
+                "runs on the full training set (`assocmem.report.convergence`: the trend's upper bound on the fall "
+                "per doubling of steps below the margin, half the distance from the floor to 1, or the floor's cap: "
+                "a run cannot fall more than its CE's upper bound minus the floor); with the CPU-sized default "
+                "config they may be few or none, and the sensitivity table shows which other choices of window and "
+                "margin would count them. The standard error covers the "
                 "evaluation sample, not the training seed. The floor is exact for our generator's distribution, "
                 "not for McCoy's files (see the data section), and is within the memorisation allowance (from the "
                 "floor of a memorised training pool up to the floor). Because this dataset's entropy happens to be "
@@ -343,6 +390,8 @@ def _loss_floor_row(evidence: Evidence) -> dict[str, Any] | Untestable:
     if not with_floor:
         return NO_FLOOR
     floor, floor_low = _floors(with_floor[0])
+    every_dataset = with_floor
+    with_floor = [exp for exp in with_floor if _floors(exp) == (floor, floor_low)]  # the first dataset's runs
     sweep = next((evidence.sweeps[e.name] for e in with_floor if e.name in evidence.sweeps), None)
     # E fitted on the runs that met their early-stopping rule only: a verdict rests on converged runs
     converged_fit = sweep["parametric_converged"] if sweep else None
@@ -362,8 +411,14 @@ def _loss_floor_row(evidence: Evidence) -> dict[str, Any] | Untestable:
             row = loss_floor(estimates(statuses), floor, floor_low=floor_low, sweep_E=sweep_e)
             sensitivity.append({"window": window, "margin": factor * margin_of(with_floor[0]),
                                 "converged_runs": row["numbers"]["converged_full_runs"], "verdict": row["verdict"]})
-    return loss_floor(estimates(), floor, floor_low=floor_low, sweep_E=sweep_e, floor_no_eos=floor_no_eos,
-                      sensitivity=sensitivity)
+    row = loss_floor(estimates(), floor, floor_low=floor_low, sweep_E=sweep_e, floor_no_eos=floor_no_eos,
+                     sensitivity=sensitivity)
+    table, numbers, sentence = plateau_table(evidence, every_dataset, _level)
+    if table["rows"]:
+        row["tables"] = [*row.get("tables", []), table]
+        row["numbers"].update({f"plateau.{key}": value for key, value in numbers.items()})
+        row["evidence"] += sentence
+    return row
 
 
 def _overfit_row(evidence: Evidence) -> dict[str, Any] | Untestable:
