@@ -1,0 +1,92 @@
+"""Training batches: padded whole sequences epoch by epoch, or nanoGPT-style random windows over a token stream.
+
+The batch of step ``s`` is a pure function of (seed, s), so a resumed run sees the batches an uninterrupted run sees.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+
+from assocmem.errors import AssocmemError
+from assocmem.stopping import IGNORE
+from assocmem.tokenstore import TokenStore
+
+Batch = tuple[torch.Tensor, torch.Tensor]
+RECALL_SET = "recall"  # every training sequence, for the recall of a memorisation run (not a CE evaluation)
+RECALL_BATCH = 256
+
+class BatchSource(Protocol):
+    def batch(self, step: int) -> Batch: ...
+
+
+class SequenceBatches:
+    """Padded batches of whole sequences, drawn epoch by epoch from rows [start, stop) of a sequences store.
+
+    Epoch e visits the rows in the order of a permutation seeded by (seed, e), computed once per epoch."""
+
+    def __init__(self, store: TokenStore, start: int, stop: int, batch_size: int, seed: int,
+                 loss_from: int = 0) -> None:
+        if stop <= start:
+            raise AssocmemError(f"no training sequences in rows [{start}, {stop}) of {store.store_dir}")
+        self.store, self.start, self.stop, self.batch_size, self.seed = store, start, stop, batch_size, seed
+        self.loss_from = loss_from  # targets before this position of a sequence are not scored (store.loss_from)
+        self._cached: tuple[int, np.ndarray] | None = None
+
+    def _permutation(self, epoch: int) -> np.ndarray:
+        if self._cached is None or self._cached[0] != epoch:
+            self._cached = (epoch, np.random.default_rng([self.seed, epoch]).permutation(self.stop - self.start))
+        return self._cached[1]
+
+    def rows(self, step: int) -> list[int]:
+        """Store rows of the batch of ``step``."""
+        n = self.stop - self.start
+        first = step * self.batch_size
+        rows = []
+        for position in range(first, first + self.batch_size):
+            epoch, offset = divmod(position, n)
+            rows.append(self.start + int(self._permutation(epoch)[offset]))
+        return rows
+
+    def batch(self, step: int) -> Batch:
+        return to_lm_batch(self.store.padded_batch(self.rows(step)), self.store.pad_id, self.loss_from)
+
+
+@dataclass(frozen=True)
+class WindowBatches:
+    """nanoGPT-style random windows of ``block_size`` tokens from a token store (any object with
+    ``sample_windows(rng, batch_size, block_size)``); the windows of step s depend only on (seed, s)."""
+
+    store: Any
+    batch_size: int
+    block_size: int
+    seed: int
+
+    def batch(self, step: int) -> Batch:
+        x, y = self.store.sample_windows(np.random.default_rng([self.seed, step]), self.batch_size, self.block_size)
+        return torch.from_numpy(x), torch.from_numpy(y)
+
+
+def fixed_windows(store: Any, n_batches: int, batch_size: int, block_size: int, seed: int) -> list[Batch]:
+    """The same evaluation windows at every eval step."""
+    source = WindowBatches(store, batch_size, block_size, seed=seed + 7919)
+    return [source.batch(i) for i in range(n_batches)]
+
+
+def to_lm_batch(padded: np.ndarray, pad_id: int = 0, loss_from: int = 0) -> Batch:
+    """Inputs and next-token targets of padded sequences; padding, and the tokens before position ``loss_from`` of
+    each sequence (context only, e.g. a fact's key), are not scored."""
+    tokens = torch.from_numpy(padded)
+    inputs, targets = tokens[:, :-1].clone(), tokens[:, 1:].clone()
+    targets[targets == pad_id] = IGNORE
+    targets[:, :max(loss_from - 1, 0)] = IGNORE  # target column j is the token at position j + 1
+    return inputs, targets
+
+
+def fixed_batches(store: TokenStore, rows: np.ndarray, batch_size: int) -> list[Batch]:
+    return [to_lm_batch(store.padded_batch(rows[i:i + batch_size]), store.pad_id, store.loss_from)
+            for i in range(0, len(rows), batch_size)]
+
