@@ -23,6 +23,7 @@ from assocmem.train.batches import (
     RECALL_SET,
     Batch,
     BatchSource,
+    DeviceBatches,
     SequenceBatches,
     WindowBatches,
     fixed_batches,
@@ -44,9 +45,9 @@ from assocmem.train.loop import TrainJob, evaluate, summed_nll
 from assocmem.train.settings import TrainSettings, lr_at, make_optimizer, step_budget
 
 __all__ = [
-    "BEST_IN_PROGRESS", "IGNORE", "RECALL_BATCH", "RECALL_SET", "Batch", "BatchSource", "RunState", "SequenceBatches",
-    "TrainJob", "TrainSettings", "WindowBatches", "build_job", "early_stop_reached", "eval_rows", "evaluate",
-    "fixed_batches", "fixed_windows", "job_fingerprint", "load_checkpoint", "load_model", "lr_at", "make_optimizer",
-    "model_context", "model_file", "recall", "recall_reached", "save_checkpoint", "save_model", "step_budget",
-    "summed_nll", "to_lm_batch",
+    "BEST_IN_PROGRESS", "IGNORE", "RECALL_BATCH", "RECALL_SET", "Batch", "BatchSource", "DeviceBatches", "RunState",
+    "SequenceBatches", "TrainJob", "TrainSettings", "WindowBatches", "build_job", "early_stop_reached", "eval_rows",
+    "evaluate", "fixed_batches", "fixed_windows", "job_fingerprint", "load_checkpoint", "load_model", "lr_at",
+    "make_optimizer", "model_context", "model_file", "recall", "recall_reached", "save_checkpoint", "save_model",
+    "step_budget", "summed_nll", "to_lm_batch",
 ]

@@ -10,6 +10,7 @@ from typing import Any, Protocol
 
 import numpy as np
 import torch
+from torch.nn import functional as F
 
 from assocmem.errors import AssocmemError
 from assocmem.stopping import IGNORE
@@ -90,3 +91,44 @@ def fixed_batches(store: TokenStore, rows: np.ndarray, batch_size: int) -> list[
     return [to_lm_batch(store.padded_batch(rows[i:i + batch_size]), store.pad_id, store.loss_from)
             for i in range(0, len(rows), batch_size)]
 
+
+def static_shape(batch: Batch, rows: int, max_len: int) -> Batch:
+    """``batch`` padded to ``rows`` sequences and to the next power-of-two length (at most ``max_len``): CUDA graphs
+    replay the shapes they captured, so sequence batches of varying length take a few fixed lengths. The padded
+    targets are not scored and causal attention keeps padded positions from reaching earlier ones, so the summed
+    loss and the gradients are the unpadded batch's, to rounding."""
+    inputs, targets = batch
+    length = min(max_len, 1 << (inputs.shape[1] - 1).bit_length())
+    more_rows, more_columns = rows - inputs.shape[0], length - inputs.shape[1]
+    if more_rows <= 0 and more_columns <= 0:
+        return batch
+    pad = (0, max(more_columns, 0), 0, max(more_rows, 0))
+    return F.pad(inputs, pad, value=0), F.pad(targets, pad, value=IGNORE)
+
+
+class DeviceBatches:
+    """This rank's share of each step's batch, on the device, and the count of scored targets in the whole batch
+    (counted on the host copy: no sync). On CUDA :meth:`prefetch` builds the next step's batch and starts its copy
+    from pinned memory while the current step's kernels run; elsewhere it does nothing (the batch is used in place).
+    The batch of a step is a pure function of the step, so a prefetched batch is the one the step would build."""
+
+    def __init__(self, source: BatchSource, device: torch.device, rank: int = 0, world: int = 1) -> None:
+        self.source, self.device, self.rank, self.world = source, device, rank, world
+        self._ahead: tuple[int, Batch, int] | None = None
+
+    def get(self, step: int) -> tuple[Batch, int]:
+        ahead = self._ahead if self._ahead is not None and self._ahead[0] == step else self._load(step)
+        self._ahead = None
+        return ahead[1], ahead[2]
+
+    def prefetch(self, step: int) -> None:
+        if self.device.type == "cuda":
+            self._ahead = self._load(step)
+
+    def _load(self, step: int) -> tuple[int, Batch, int]:
+        inputs, targets = self.source.batch(step)
+        n_targets = int((targets != IGNORE).sum())
+        local = inputs[self.rank::self.world], targets[self.rank::self.world]
+        if self.device.type == "cuda":
+            local = tuple(t.pin_memory().to(self.device, non_blocking=True) for t in local)
+        return step, local, n_targets

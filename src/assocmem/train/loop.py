@@ -34,7 +34,7 @@ from assocmem.progress import bar
 from assocmem.runtime import resolve_device, seed_device
 from assocmem.runtime.distributed import all_reduce_sum, dist_rank_world, finish_distributed, init_distributed, wrap_ddp
 from assocmem.stopping import IGNORE, early_stop_reached, is_new_best, recall, recall_reached
-from assocmem.train.batches import RECALL_SET, Batch, BatchSource
+from assocmem.train.batches import RECALL_SET, Batch, BatchSource, DeviceBatches, static_shape
 from assocmem.train.files import BEST_IN_PROGRESS, RunState, eval_rows, load_checkpoint, save_checkpoint, save_model
 from assocmem.train.settings import TrainSettings, lr_at, make_optimizer
 
@@ -42,10 +42,14 @@ log = logging.getLogger(__name__)
 
 
 def summed_nll(model: torch.nn.Module, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """Summed next-token cross-entropy (nats) over the non-padding targets; stays on the device (no host sync)."""
-    logits = model(inputs)
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1),
-                           ignore_index=IGNORE, reduction="sum")
+    """Summed next-token cross-entropy (nats) over the non-padding targets; stays on the device (no host sync).
+
+    The logits are the padded vocabulary's (a DecoderLM's padding columns are -inf: no probability, no gradient).
+    log_softmax reads them as they are (bf16 under autocast) and computes and writes fp32: the cross-entropy of
+    upcast logits, without an fp32 copy of the whole logits tensor first."""
+    logits = model(inputs, padded=True)
+    log_probs = F.log_softmax(logits.reshape(-1, logits.shape[-1]), dim=-1, dtype=torch.float32)
+    return F.nll_loss(log_probs, targets.reshape(-1), ignore_index=IGNORE, reduction="sum")
 
 
 @torch.no_grad()
@@ -55,11 +59,26 @@ def evaluate(model: torch.nn.Module, batches: list[Batch], device: torch.device,
     total, count = 0.0, 0
     for inputs, targets in batches:
         with autocast():
-            nll = summed_nll(model, inputs.to(device), targets.to(device))
+            nll = summed_nll(model, inputs.to(device, non_blocking=True), targets.to(device, non_blocking=True))
         total += float(nll)
         count += int((targets != IGNORE).sum())  # counted on the host copy
     model.train(was_training)
     return total / max(count, 1)
+
+
+def cuda_graphs_on(settings: TrainSettings, device: torch.device) -> bool:
+    """Whether the step runs in CUDA graphs: ``train.cuda_graphs`` on a CUDA device. Elsewhere the key is a no-op,
+    logged, so one config serves a GPU and a CPU machine."""
+    if settings.cuda_graphs and device.type != "cuda":
+        log.info("train.cuda_graphs: %s has no CUDA graphs; the step runs without them", device)
+    return settings.cuda_graphs and device.type == "cuda"
+
+
+def read_loss(state: RunState, pending: torch.Tensor, device: torch.device) -> None:
+    """Move the loss summed on the device (every rank's) into the run state: the host sync of an evaluation or a
+    checkpoint."""
+    state.running_loss += all_reduce_sum(float(pending), device)
+    pending.zero_()
 
 
 @dataclass
@@ -74,6 +93,8 @@ class TrainJob:
     summary_extra: dict[str, Any] = field(default_factory=dict)
     fingerprint: str = ""  # of everything that determines the weights; a checkpoint resumes only on a match
     job: str = ""  # "<exp>/<model>/<subset>": written into model.pt and best.pt, checked by their readers
+    _batches: DeviceBatches | None = field(default=None, init=False, repr=False)
+    _static_shapes: bool = field(default=False, init=False, repr=False)  # set by run(): under CUDA graphs
 
     def _autocast(self, device: torch.device) -> Callable[[], Any]:
         enabled = self.settings.precision == "bf16"  # on a CPU too (choose_gemm warns where it is emulated)
@@ -85,27 +106,36 @@ class TrainJob:
         for i in range(0, inputs.shape[0], size):
             yield inputs[i:i + size], targets[i:i + size]
 
-    def _train_step(self, model, optimizer, step: int, device, autocast) -> tuple[float, int]:
+    def _device_batches(self, device: torch.device) -> DeviceBatches:
+        if self._batches is None or self._batches.device != device:
+            self._batches = DeviceBatches(self.train_batches, device, *dist_rank_world())
+        return self._batches
+
+    def _train_step(self, model, optimizer, step: int, device, autocast) -> tuple[torch.Tensor, int]:
+        """One optimizer step; returns the step's summed loss, on the device (read at an evaluation or a
+        checkpoint: no host sync per step), and its count of scored targets."""
         seed_device(self.seed * 1_000_003 + step, device)  # dropout is a function of the step
-        batch = self.train_batches.batch(step)
-        n_targets = int((batch[1] != IGNORE).sum())
-        rank, world = dist_rank_world()
-        inputs_all, targets_all = batch
-        local = (inputs_all[rank::world], targets_all[rank::world])
-        total = torch.zeros((), dtype=torch.float64, device=device)  # summed on the device: no sync per micro-batch
+        batches = self._device_batches(device)
+        local, n_targets = batches.get(step)
+        world = dist_rank_world()[1]
+        total = torch.zeros((), dtype=torch.float64, device=device)
+        rows = self.settings.micro_batch_size or self.settings.batch_size
         for inputs, targets in self._micro_batches(local):
+            if self._static_shapes:
+                inputs, targets = static_shape((inputs, targets), rows, self.model_config.max_len)
+                torch.compiler.cudagraph_mark_step_begin()  # the last replay's outputs are used up
             with autocast():
-                nll = summed_nll(model, inputs.to(device, non_blocking=True), targets.to(device, non_blocking=True))
+                nll = summed_nll(model, inputs, targets)
             # DDP averages gradients over ranks; scaling by world makes the result the global token mean
             (nll * world / n_targets).backward()
             total += nll.detach()
-        total = all_reduce_sum(float(total), device)  # the step's one host sync (RunState keeps a float)
         if self.settings.grad_clip > 0:
             torch.nn.utils.clip_grad_norm_(model.parameters(), self.settings.grad_clip)
         for group in optimizer.param_groups:
             group["lr"] = lr_at(step, self.settings)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
+        batches.prefetch(step + 1)  # on CUDA: built and copied while this step's kernels run
         return total, n_targets
 
     def _gemm_rows(self) -> int:
@@ -139,15 +169,19 @@ class TrainJob:
         state = RunState(0, [], 0.0, 0)
         if ckpt_path.exists():
             state = load_checkpoint(ckpt_path, model, optimizer, self.fingerprint) or state
+        self._static_shapes = cuda_graphs_on(s, device)
         gemm = choose_gemm(s.gemm, device, model, self._gemm_rows(), resumed=state.gemm if state.step else None,
-                           precision=s.precision, compiled=s.compile)
+                           precision=s.precision, compiled=s.compile or self._static_shapes)
         model.set_gemm(gemm.value)
         state.gemm = gemm.value
         log.info("train.gemm %s: %s (%s)", s.gemm, gemm.value, gemm.how)
         if state.step == 0:  # best weights left by an earlier attempt must not survive a fresh start
             (self.run_dir / BEST_IN_PROGRESS).unlink(missing_ok=True)
         step_model = wrap_ddp(model, device)
-        step_model = torch.compile(step_model) if s.compile else step_model
+        if self._static_shapes:
+            step_model = torch.compile(step_model, mode="reduce-overhead")
+        elif s.compile:
+            step_model = torch.compile(step_model)
         autocast = self._autocast(device)
         n_params = model.num_parameters()
         flops_token = flops_per_token(self.model_config, int(self.tokens_per_sequence), n_params)
@@ -156,13 +190,15 @@ class TrainJob:
         clock = time.perf_counter()
         label = f"train {self.run_dir.parent.name}/{self.run_dir.name}"  # model/subset
         progress = bar(total=s.max_steps, initial=state.step, desc=label, unit="step", disable=not is_main)
+        pending = torch.zeros((), dtype=torch.float64, device=device)  # summed loss since the last read
         while not self._stopped(state):
             loss_sum, n_targets = self._train_step(step_model, optimizer, state.step, device, autocast)
-            state.running_loss += loss_sum
+            pending += loss_sum
             state.running_tokens += n_targets
             state.step += 1
             progress.update()
             if state.step % s.eval_interval == 0 or state.step == s.max_steps:
+                read_loss(state, pending, device)
                 elapsed = time.perf_counter() - clock
                 row = self._log_row(model, state, device, autocast, elapsed, flops_token, peak)
                 recalled = {"recall": f"{row['train_recall']:.3f}"} if "train_recall" in row else {}
@@ -173,6 +209,8 @@ class TrainJob:
                 clock = time.perf_counter()
                 if is_main:  # for watching a run; metrics.csv itself appears only when the run is complete
                     write_csv(self.run_dir / "metrics.inprogress.csv", pd.DataFrame(state.metrics))
+            if state.step % s.checkpoint_interval == 0 or self._stopped(state):
+                read_loss(state, pending, device)  # on every rank: a collective under DDP
             if is_main and (state.step % s.checkpoint_interval == 0 or self._stopped(state)):
                 save_checkpoint(ckpt_path, model, optimizer, state, self.fingerprint)
             if on_step is not None:
@@ -217,6 +255,7 @@ class TrainJob:
         write_csv(self.run_dir / "timing.csv", timing)  # wall-clock numbers live apart from the science
         write_json(self.run_dir / "timing.json", {"peak_flops_measured": peak, "device": str(device),
                                                   "gemm": gemm.value, "gemm_choice": gemm.record(),
+                                                  "cuda_graphs": self._static_shapes,
                                                   "seconds": float(timing["seconds"].sum()) if len(timing) else 0.0,
                                                   "mean_mfu": float(timing["mfu"].mean()) if len(timing) else 0.0})
         rows, best = eval_rows(self.run_dir / "model.pt", self.eval_sets["val"]), int(metrics["val_ce"].idxmin())

@@ -27,6 +27,7 @@ class TrainSettings:
     device: str = "auto"
     precision: str = "fp32"
     compile: bool = False
+    cuda_graphs: bool = False  # on CUDA: the step in CUDA graphs, batches of static shapes; elsewhere a no-op
     gemm: str = "auto"  # fp32 CPU GEMM library: auto (the faster here, timed), native (MKL via F.linear), onednn
     early_stopping_patience: int | None = None  # evaluations without improvement before stopping
     early_stopping_min_delta: float = 0.0  # nats: an improvement smaller than this does not count
