@@ -34,7 +34,7 @@ from assocmem.progress import bar
 from assocmem.runtime import resolve_device, seed_device
 from assocmem.runtime.distributed import all_reduce_sum, dist_rank_world, finish_distributed, init_distributed, wrap_ddp
 from assocmem.stopping import IGNORE, early_stop_reached, is_new_best, recall, recall_reached
-from assocmem.train.batches import RECALL_SET, Batch, BatchSource, DeviceBatches, static_shape
+from assocmem.train.batches import RECALL_SET, Batch, BatchSource, DeviceBatches, SequenceBatches, static_shape
 from assocmem.train.files import BEST_IN_PROGRESS, RunState, eval_rows, load_checkpoint, save_checkpoint, save_model
 from assocmem.train.settings import TrainSettings, lr_at, make_optimizer
 
@@ -121,8 +121,9 @@ class TrainJob:
         total = torch.zeros((), dtype=torch.float64, device=device)
         rows = self.settings.micro_batch_size or self.settings.batch_size
         for inputs, targets in self._micro_batches(local):
-            if self._static_shapes:
-                inputs, targets = static_shape((inputs, targets), rows, self.model_config.max_len)
+            if self._static_shapes:  # windows have one length already; sequences take a few
+                longest = self.model_config.max_len if isinstance(self.train_batches, SequenceBatches) else 0
+                inputs, targets = static_shape((inputs, targets), rows, max(longest, inputs.shape[1]))
                 torch.compiler.cudagraph_mark_step_begin()  # the last replay's outputs are used up
             with autocast():
                 nll = summed_nll(model, inputs, targets)
