@@ -1,17 +1,5 @@
-"""Train a decoder-only LM with AdamW, warmup + cosine decay, periodic eval, checkpoints and exact resume.
-
-Writes the final weights (``model.pt``) and the weights at the lowest validation CE (``best.pt``, the
-checkpoint later stages use where a run over-fits), the metrics, a summary and the final model's per-row
-validation losses (``eval_rows.parquet``).
-
-Determinism: the batch of step ``s`` is a pure function of (seed, s), dropout is re-seeded every step, and
-the checkpoint holds model, optimizer and the running-loss accumulator, so a run killed and resumed from
-its last checkpoint produces the same weights and metrics as an uninterrupted run (on the same device).
-
-Loss: cross-entropy in nats per predicted token, averaged over every non-padding target token (for
-Question-Formation: every token after ``<sos>``, up to and including ``<eos>``; a store with ``loss_from``
-scores only the tokens from that position on, for facts the value tokens and ``<eos>``).
-"""
+"""The training loop (:class:`TrainJob`): steps, evaluations, checkpoints and exact resume, and the files of a finished
+run; :mod:`assocmem.train` describes what a run writes, its determinism and its loss."""
 
 from __future__ import annotations
 
