@@ -30,8 +30,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import torch
-
 GPT2 = {"n_layer": 12, "d_model": 768, "n_head": 12, "block": 1024, "batch": 12, "vocab": 50257, "bias": False}
 L4 = {"n_layer": 4, "d_model": 64, "n_head": 4, "block": 36, "batch": 32, "vocab": 72, "bias": True}
 TINY = {"n_layer": 2, "d_model": 32, "n_head": 2, "block": 16, "batch": 4, "vocab": 97, "bias": False}
@@ -80,6 +78,8 @@ def run_project(arm: str, cfg: dict, device: str, warm: int, timed: int) -> dict
 
 def run_nanogpt(arm: str, cfg: dict, device: str, warm: int, timed: int, directory: str) -> dict:
     """nanoGPT's model and optimizer, stepped as its train.py steps (one micro-batch per step)."""
+    import numpy as np
+    import torch
     sys.path.insert(0, str(Path(__file__).parent))
     from bench_train import load_nanogpt
 
@@ -95,10 +95,10 @@ def run_nanogpt(arm: str, cfg: dict, device: str, warm: int, timed: int, directo
                                            device)
     step_model = torch.compile(model) if arm.endswith("compile") else model
     store = RandomTokens(cfg["vocab"], 2_000_000, seed=0)
-    rng = __import__("numpy").random.default_rng(1)
+    rng = np.random.default_rng(1)
     autocast = torch.autocast(device, dtype=torch.bfloat16, enabled=device == "cuda")
 
-    def batch() -> tuple[torch.Tensor, torch.Tensor]:
+    def batch() -> tuple:
         x, y = (torch.from_numpy(a) for a in store.sample_windows(rng, cfg["batch"], cfg["block"]))
         if device == "cuda":
             return x.pin_memory().to(device, non_blocking=True), y.pin_memory().to(device, non_blocking=True)
@@ -126,10 +126,12 @@ def run_nanogpt(arm: str, cfg: dict, device: str, warm: int, timed: int, directo
     seconds = time.perf_counter() - start
     real = sum(p.numel() for p in model.parameters()) - (vocab - cfg["vocab"]) * cfg["d_model"]
     return {"tokens_per_s": timed * cfg["batch"] * cfg["block"] / seconds, "ms_per_step": 1000 * seconds / timed,
-            "n_params": real, "loss": float(loss)}
+            "n_params": real, "loss": float(loss.detach())}
 
 
 def run_arm(arm: str, nanogpt: str | None, dry_run: bool) -> dict:
+    import torch  # here: the table needs no torch
+
     from assocmem.gemm import measure_peak_flops
     from assocmem.model import ModelConfig, flops_per_token
 

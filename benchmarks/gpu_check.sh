@@ -57,7 +57,7 @@ fi
 
 CHECK="python3 benchmarks/gpu_check.py arm --out $RESULTS ${NANOGPT:+--nanogpt $NANOGPT}"
 if [ $DRY = 1 ]; then  # one process: the arms' code paths, tiny, on the CPU
-  part 300 "arms (dry run)" $CHECK --dry-run gpt2-project-eager gpt2-nanogpt-eager l4-graphs
+  part 300 "arms (dry run)" $CHECK --dry-run gpt2-nanogpt-eager l4-graphs  # gpt2-project-* is this path at other shapes
 else
   for arm in gpt2-nanogpt-eager gpt2-project-eager l4-eager l4-graphs l4-compile; do part 60 "$arm" $CHECK $arm; done
   for arm in gpt2-nanogpt-compile gpt2-project-compile; do part 100 "$arm" $CHECK $arm; done
