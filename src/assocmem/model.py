@@ -181,7 +181,6 @@ class DecoderLM(nn.Module):
             return logits, [*hidden, x]
         return logits
 
-
     def _unembed(self, x: torch.Tensor, padded: bool) -> torch.Tensor:
         if not self.vocab_pad:
             return self.head(x)
