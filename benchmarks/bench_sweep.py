@@ -100,7 +100,8 @@ def switch_off(levers: tuple[str, ...]) -> None:
     """Restore the code paths the named levers replaced, or apply a probe (in this child process only)."""
     import torch
 
-    from assocmem import tokenstore, train
+    from assocmem import tokenstore
+    from assocmem.train import loop as train  # the loop looks these names up in its own module
 
     if "fused_adamw" in levers:
         from bench_train import project_optimizer

@@ -155,7 +155,7 @@ def run_project(cfg: dict, arm: Arm, steps: int, seed: int, workdir: Path) -> di
                                    compile=arm.compile, gemm=arm.gemm, **HYPER)
     model_config = ModelConfig(vocab_size=cfg["vocab"], n_layer=cfg["n_layer"], d_model=cfg["d_model"],
                                n_head=cfg["n_head"], d_ff=4 * cfg["d_model"], max_len=cfg["block"], bias=arm.bias)
-    train.make_optimizer = project_optimizer(arm.optimizer)
+    train.loop.make_optimizer = project_optimizer(arm.optimizer)  # the name the loop calls
     job = train.TrainJob(run_dir=workdir / "run", model_config=model_config, settings=settings,
                          train_batches=train.WindowBatches(store, cfg["batch"], cfg["block"], seed),
                          eval_sets={"val": train.fixed_windows(store, 1, cfg["batch"], cfg["block"], seed)},

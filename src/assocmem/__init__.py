@@ -1,6 +1,6 @@
 """assocmem: reproduce and audit Niu et al. (2024), 'Beyond Scaling Laws'.
 
-``assocmem.load_model(path)`` loads a trained model (:func:`assocmem.use.checkpoint.load_model`).
+``assocmem.load_model(path)`` loads a trained model (:func:`assocmem.train.files.load_model`).
 """
 
 from importlib import import_module
@@ -10,8 +10,8 @@ __version__ = "0.1.0"
 __all__ = ["load_model"]
 # public names -> the module defining them, imported on first use, so `import assocmem` stays cheap (no torch).
 # The module is named relatively: assocmem.codehash follows "assocmem.x" names, and every stage imports this package,
-# but none runs these user-facing tools (tests/unit/use/test_checkpoint.py checks that no module uses them).
-_LAZY = {"load_model": ".use.checkpoint"}
+# and a stage that loads a model imports assocmem.train itself.
+_LAZY = {"load_model": ".train.files"}
 
 
 def __getattr__(name: str) -> Any:

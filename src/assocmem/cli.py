@@ -270,7 +270,7 @@ def _refuse_changed_outputs(results_dir: Path) -> None:
 
 
 def _verify(results_dir: Path) -> int:
-    from assocmem.use.trust import audit
+    from assocmem.trust import audit
 
     if not results_dir.is_dir():
         raise AssocmemError(f"results directory not found: {results_dir}")

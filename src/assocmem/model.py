@@ -17,6 +17,15 @@ from torch.nn import functional as F
 from assocmem.gemm import GemmBackend, onednn_linear
 from assocmem.layout import FINAL_NORM_LAYER
 
+# The token embedding and unembedding hold this many rows at least, rounded up (nanoGPT's 50,304 for GPT-2's 50,257):
+# products whose width is a multiple of 64 run on the GPU's fast paths. The extra rows are internal: logits, the
+# state dict (model files, checkpoints) and the parameter count keep the real vocabulary.
+VOCAB_MULTIPLE = 64
+
+
+def padded_vocab(vocab_size: int, multiple: int = VOCAB_MULTIPLE) -> int:
+    return -(-vocab_size // multiple) * multiple
+
 
 @dataclass(frozen=True)
 class ModelConfig:
@@ -49,9 +58,12 @@ class Linear(nn.Linear):
     gemm: GemmBackend = "native"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.product(x, self.weight, self.bias)
+
+    def product(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
         if self.gemm == "onednn":
-            return onednn_linear(x, self.weight, self.bias)
-        return F.linear(x, self.weight, self.bias)
+            return onednn_linear(x, weight, bias)
+        return F.linear(x, weight, bias)
 
 
 class CausalSelfAttention(nn.Module):
@@ -90,7 +102,7 @@ class Block(nn.Module):
 
 
 class DecoderLM(nn.Module):
-    def __init__(self, cfg: ModelConfig) -> None:
+    def __init__(self, cfg: ModelConfig, vocab_multiple: int = VOCAB_MULTIPLE) -> None:
         super().__init__()
         self.cfg = cfg
         self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.d_model)
@@ -105,6 +117,28 @@ class DecoderLM(nn.Module):
         for name, param in self.named_parameters():
             if name.endswith("proj.weight") or name.endswith("ff.2.weight"):
                 nn.init.normal_(param, mean=0.0, std=0.02 / math.sqrt(2 * cfg.n_layer))
+        self._pad_vocab(padded_vocab(cfg.vocab_size, vocab_multiple) - cfg.vocab_size)
+
+    def _pad_vocab(self, rows: int) -> None:
+        """Append ``rows`` zero rows to the embedding and unembedding, after initialisation: the real rows draw the
+        same random numbers as an unpadded model's, and every later parameter too."""
+        self.vocab_pad = rows
+        if rows == 0:
+            return
+        self.tok_emb.weight = nn.Parameter(F.pad(self.tok_emb.weight.detach(), (0, 0, 0, rows)))
+        head = self.tok_emb.weight if self.cfg.tie_embeddings else F.pad(self.head.weight.detach(), (0, 0, 0, rows))
+        self.head.weight = head if isinstance(head, nn.Parameter) else nn.Parameter(head)
+        mask = torch.zeros(self.cfg.vocab_size + rows)
+        mask[self.cfg.vocab_size:] = float("-inf")
+        self.register_buffer("logit_mask", mask, persistent=False)  # added in the product: no pass over the logits
+        self._register_state_dict_hook(_real_vocab_state)
+        self._register_load_state_dict_pre_hook(self._pad_loaded_state)
+
+    def _pad_loaded_state(self, state: dict[str, torch.Tensor], prefix: str, *args: object) -> None:
+        """A real-vocabulary state dict (as saved) gets its padding rows back, zero (they are never read)."""
+        for name in (f"{prefix}tok_emb.weight", f"{prefix}head.weight"):
+            if name in state and state[name].shape[0] == self.cfg.vocab_size:
+                state[name] = F.pad(state[name], (0, 0, 0, self.vocab_pad))
 
     @staticmethod
     def _init_weights(module: nn.Module) -> None:
@@ -124,11 +158,14 @@ class DecoderLM(nn.Module):
 
     def num_parameters(self) -> int:
         """Unique parameters (a tied head counts once)."""
-        return sum(p.numel() for p in self.parameters())
+        padding = self.vocab_pad * self.cfg.d_model * (1 if self.cfg.tie_embeddings else 2)
+        return sum(p.numel() for p in self.parameters()) - padding
 
     def forward(
-        self, idx: torch.Tensor, return_hidden: bool = False
+        self, idx: torch.Tensor, return_hidden: bool = False, padded: bool = False
     ) -> torch.Tensor | tuple[torch.Tensor, list[torch.Tensor]]:
+        """Next-token logits over the real vocabulary; ``padded``: over the padded one (contiguous, for the loss),
+        the padding columns -inf, so they are never predicted and take no probability."""
         length = idx.shape[1]
         if length > self.cfg.max_len:
             raise ValueError(f"sequence length {length} exceeds model max_len {self.cfg.max_len}")
@@ -139,10 +176,24 @@ class DecoderLM(nn.Module):
             x = block(x)
             hidden.append(x)
         x = self.ln_f(x)
-        logits = self.head(x)
+        logits = self._unembed(x, padded)
         if return_hidden:
             return logits, [*hidden, x]
         return logits
+
+    def _unembed(self, x: torch.Tensor, padded: bool) -> torch.Tensor:
+        if not self.vocab_pad:
+            return self.head(x)
+        if padded:
+            return self.head.product(x, self.head.weight, self.logit_mask)
+        return self.head.product(x, self.head.weight[:self.cfg.vocab_size], None)  # the first rows: no copy
+
+
+def _real_vocab_state(module: DecoderLM, state: dict[str, torch.Tensor], prefix: str, *args: object) -> None:
+    """The state dict of a padded model as an unpadded one's: the real vocabulary's rows only."""
+    for name in (f"{prefix}tok_emb.weight", f"{prefix}head.weight"):
+        if name in state:
+            state[name] = state[name][:module.cfg.vocab_size].clone()  # a view would save the padded storage
 
 
 def hidden_layer_names(n_layer: int) -> list[str]:

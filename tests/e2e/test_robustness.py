@@ -247,7 +247,7 @@ def test_changed_code_never_resumes_an_old_checkpoint(tmp_path):
     repo = copy_of_the_workflow(tmp_path / "repo")
     snakefile, checkpoint = repo / "Snakefile", PCT100_MODEL.replace("model.pt", "checkpoint.pt")
     assert run_until(tmp_path / "run", checkpoint, PCT100_MODEL, snakefile=snakefile)
-    trainer = repo / "src" / "assocmem" / "train.py"
+    trainer = repo / "src" / "assocmem" / "train" / "loop.py"
     old = "torch.manual_seed(self.seed)\n"
     assert trainer.read_text().count(old) == 1
     trainer.write_text(trainer.read_text().replace(old, "torch.manual_seed(self.seed + 1)\n"))

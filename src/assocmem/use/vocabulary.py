@@ -16,8 +16,8 @@ from assocmem.qf.generate import EOS, SOS
 from assocmem.qf.tokenize import WordTokenizer
 from assocmem.tokenstore import meta_path, read_store_meta
 from assocmem.tokenwriter import Tokenizer
+from assocmem.trust import check_store
 from assocmem.use.checkpoint import run_fields
-from assocmem.use.trust import check_store
 
 STORE_TEMPLATE = "tokens_meta"  # the layout's name of the store the models of an experiment were trained on
 

@@ -32,13 +32,14 @@ def test_every_rule_has_a_stage_function_and_a_digest():
 
 def test_a_stage_covers_what_it_imports_and_nothing_else():
     train = relative("train")
-    assert {"train.py", "model.py", "tokenstore.py", "io.py", "cli.py", "__main__.py", "__init__.py"} <= train
+    assert {"train/loop.py", "train/files.py", "model.py", "tokenstore.py", "io.py", "cli.py", "__main__.py",
+            "__init__.py"} <= train
     assert not any(name.startswith(("report/", "qf/", "corpus/")) for name in train)
     # a module named only in a string (importlib.resources) brings its package's data files
     assert {"data/qf_fitted_grammar.json", "qf/generate.py", "qf/weights.py"} <= relative("generate_data")
     report = relative("report")
     assert {"report/build.py", "sweep/laws.py", "data/literature.csv"} <= report
-    assert not any(name.startswith(("knn/", "train.py", "model.py")) for name in report)
+    assert not any(name.startswith(("knn/", "train/", "model.py")) for name in report)
     assert any(name.startswith("report/assets/katex/") for name in report)
     # imports inside functions are followed, and every import brings its parent packages
     closure = module_closure(["assocmem.report.build"])
@@ -66,7 +67,7 @@ def test_a_change_moves_exactly_the_digests_of_the_stages_that_run_it(tmp_path):
     assert changed_stages(root, append("report/render.py")) == {"report"}
     assert changed_stages(root, append("model.py")) >= {"train", "activations"}
     # the report reads artifacts: it neither trains nor searches, so trainer, model and k-NN code never rerun it
-    for code in ("model.py", "train.py", "knn/exact.py"):
+    for code in ("model.py", "train/loop.py", "knn/exact.py"):
         assert not {"report", "generate_data"} & changed_stages(root, append(code)), code
     assert changed_stages(root, append("data/qf_fitted_grammar.json", " ")) >= {"generate_data"}
     everything = changed_stages(root, append("cli.py"))

@@ -16,7 +16,7 @@ LEVELS = (
     {"errors", "data", "layout", "schemas", "rerun"},
     {"io", "runtime", "gemm", "codehash", "theory", "stats", "progress", "targets"},
     {"tokenstore", "model", "testing", "provenance", "tables", "stamps", "runlock", "autotune"},
-    {"tokenwriter", "subsets", "stopping", "footprint"},
+    {"tokenwriter", "subsets", "stopping", "footprint", "trust"},
     {"qf", "corpus", "facts", "train", "activations", "knn", "sweep"},
     {"evaluation", "memorisation"},
     {"dataset_kinds", "use"},

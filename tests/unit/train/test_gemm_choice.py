@@ -124,8 +124,8 @@ def test_a_resumed_run_keeps_the_backend_its_checkpoint_trained_with(tmp_path: P
     resumed run still trains on onednn, so it ends where an uninterrupted run would."""
     from test_train import make_job
 
-    from assocmem import train
     from assocmem.autotune import Choice
+    from assocmem.train import loop as train
 
     real = train.choose_gemm
     monkeypatch.setattr(train, "choose_gemm", lambda *args, **kwargs: Choice("onednn", "timed"))

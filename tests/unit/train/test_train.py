@@ -211,7 +211,7 @@ def test_missing_and_corrupt_model_files_are_named(tmp_path):
 
 def test_best_pt_holds_the_weights_at_the_lowest_validation_ce(tmp_path, monkeypatch):
     """Early stopping after a rise: best.pt is the model at the best evaluation, model.pt the final one."""
-    from assocmem import train as train_module
+    from assocmem.train import loop as train_module
 
     values = iter([3.0, 2.0, 2.5, 2.7])
     monkeypatch.setattr(train_module, "evaluate", lambda *a, **k: next(values))

@@ -204,7 +204,7 @@ def test_bench_optimizer_variant_wraps_the_product_optimizer(kind: str, monkeypa
     product's function it replaced (it once called itself, so the +foreach/+fused arms never ran)."""
     import bench_train
 
-    from assocmem import train
+    from assocmem.train import loop as train
 
     monkeypatch.setattr(train, "make_optimizer", bench_train.project_optimizer(kind))
     model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.LayerNorm(4))

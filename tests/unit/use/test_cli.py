@@ -53,7 +53,7 @@ def test_evaluate_prints_the_ce_with_and_without_eos(trained) -> None:
 def test_a_missing_model_exits_2_with_one_line(tmp_path, command) -> None:
     result = assocmem(command, "--model", tmp_path / "nothing.pt")
     assert result.returncode == 2 and result.stdout == ""
-    assert result.stderr.splitlines() == [f"assocmem {command}: error: model not found: {tmp_path / 'nothing.pt'} "
+    assert result.stderr.splitlines() == [f"assocmem {command}: error: model file not found: {tmp_path / 'nothing.pt'} "
                                           "(pass a model file, e.g. results/<exp>/train/<model>/<subset>/best.pt, "
                                           "or its run directory)"]
 

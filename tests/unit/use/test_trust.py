@@ -13,8 +13,8 @@ from trained_run import dev_file, run_dir, store_dir
 
 from assocmem import cli, stamps
 from assocmem.errors import AssocmemError
+from assocmem.trust import audit
 from assocmem.use.checkpoint import load_model
-from assocmem.use.trust import audit
 from assocmem.use.vocabulary import load_vocabulary
 
 

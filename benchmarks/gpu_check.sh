@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# The GPU check of issue 41 in one run on one GPU machine (at most 9 minutes), from the repository root:
+#
+#   benchmarks/gpu_check.sh [--nanogpt DIR] [--wheels DIR] [--out DIR] [--dry-run]
+#
+# Installs the packages the machine lacks from a folder of wheels brought along (--wheels, default .whl/; see
+# benchmarks/README.md), then runs each part under its own `timeout` and prints one table:
+#   GPT-2 small, the project's trainer against karpathy/nanoGPT (--nanogpt DIR), eager and compiled;
+#   the default's L4 step eager, compiled and in CUDA graphs (benchmarks/gpu_check.py);
+#   stacked replicas (K = 1, 4, 16) against K single runs, where the project has a stacked trainer;
+#   benchmarks/gpu_knn_check.py, where it exists;
+#   the main run, `snakemake --cores all` on the default config: its wall time and its verdicts against
+#   docs/results/default.json's.
+# --dry-run: the same path on the CPU with tiny shapes and a few steps, no wheels, no main run (seconds).
+set -u
+NANOGPT="" WHEELS=.whl OUT=${OUT:-/tmp/gpu-check} DRY=0 BUDGET=${BUDGET:-530}
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --nanogpt) NANOGPT=$2; shift 2 ;;
+    --wheels) WHEELS=$2; shift 2 ;;
+    --out) OUT=$2; shift 2 ;;
+    --dry-run) DRY=1; shift ;;
+    *) echo "gpu_check.sh: unknown argument $1 (see the header of $0)" >&2; exit 2 ;;
+  esac
+done
+mkdir -p "$OUT"
+RESULTS=$OUT/results.jsonl LOG=$OUT/gpu_check.log
+: > "$RESULTS"
+exec > >(tee -a "$LOG") 2>&1
+export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH}
+say() { echo "== t=${SECONDS}s $*"; }
+left() { echo $((BUDGET - SECONDS)); }
+# part CAP NAME COMMAND...: run under `timeout` with at most CAP seconds and what the budget leaves
+part() {
+  local cap=$1 name=$2; shift 2
+  local room=$(( $(left) - 20 ))
+  [ "$room" -lt "$cap" ] && cap=$room
+  if [ "$cap" -lt 15 ]; then echo "skip $name: ${cap}s of the budget left for it"; return; fi
+  say "$name (cap ${cap}s)"
+  timeout -k 5 "$cap" "$@"; local rc=$?
+  [ $rc -ne 0 ] && echo "$name: rc=$rc$([ $rc -ge 124 ] && echo ' (stopped by its time cap)')"
+  return 0
+}
+
+say "environment"
+if [ $DRY = 0 ]; then
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+  if ls "$WHEELS"/*.whl > /dev/null 2>&1; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/gpu-check-site "$WHEELS"/*.whl 2>&1 \
+      | tail -3
+    export PYTHONPATH=$PYTHONPATH:/tmp/gpu-check-site PATH=/tmp/gpu-check-site/bin:$PATH
+  else
+    echo "no wheels in $WHEELS: using the packages installed here"
+  fi
+  python3 -c "import sys, torch; print(sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda)"
+fi
+
+CHECK="python3 benchmarks/gpu_check.py arm --out $RESULTS ${NANOGPT:+--nanogpt $NANOGPT}"
+if [ $DRY = 1 ]; then  # one process: the arms' code paths, tiny, on the CPU
+  part 300 "arms (dry run)" $CHECK --dry-run gpt2-nanogpt-eager l4-graphs  # gpt2-project-* is this path at other shapes
+else
+  for arm in gpt2-nanogpt-eager gpt2-project-eager l4-eager l4-graphs l4-compile; do part 60 "$arm" $CHECK $arm; done
+  for arm in gpt2-nanogpt-compile gpt2-project-compile; do part 100 "$arm" $CHECK $arm; done
+fi
+
+if python3 -c "import importlib.util as u, sys; sys.exit(u.find_spec('assocmem.train.stacked') is None)" 2>/dev/null \
+   && [ -f benchmarks/bench_stacked.py ]; then
+  part 90 "stacked replicas" python3 benchmarks/bench_stacked.py --replicas 1,4,16 $([ $DRY = 1 ] && echo --quick)
+else
+  echo "skip stacked replicas: no stacked trainer in this checkout (assocmem.train.stacked, benchmarks/bench_stacked.py)"
+fi
+
+if [ -f benchmarks/gpu_knn_check.py ]; then
+  part 90 "k-NN check" python3 benchmarks/gpu_knn_check.py --out "$OUT" $([ $DRY = 1 ] && echo --dry-run)
+else
+  echo "skip k-NN check: benchmarks/gpu_knn_check.py is not in this checkout"
+fi
+
+if [ $DRY = 1 ]; then
+  echo "skip main run: dry run"
+else
+  rm -rf /tmp/gpu-check-main && mkdir -p /tmp/gpu-check-main /tmp/gpu-check-bin
+  tar --exclude=./results --exclude=./.whl --exclude=./.git --exclude=./.snakemake -cf - . \
+    | tar -x -C /tmp/gpu-check-main
+  command -v python > /dev/null || ln -sf "$(command -v python3)" /tmp/gpu-check-bin/python  # the rules call python
+  export PATH=$PATH:/tmp/gpu-check-bin
+  start=$SECONDS
+  part 600 "main run: snakemake --cores all" \
+    bash -c "cd /tmp/gpu-check-main && python3 -m snakemake --cores all > '$OUT/main_run.log' 2>&1"
+  echo "main run: $((SECONDS - start)) s"
+  grep "assocmem:" "$OUT/main_run.log" | tail -8
+  python3 - /tmp/gpu-check-main/results/report/verdicts.csv docs/results/default.json <<'EOF'
+import csv, json, sys
+from pathlib import Path
+table, record = Path(sys.argv[1]), json.loads(Path(sys.argv[2]).read_text())["verdicts"]
+if not table.is_file():
+    sys.exit(f"main run: no {table} (the run did not finish)")
+found = {row["claim"]: row["verdict"] for row in csv.DictReader(table.open())}
+changed = [f"  {c}: {record.get(c, '-')} -> {found.get(c, '-')}" for c in sorted(set(found) | set(record))
+           if found.get(c) != record.get(c)]
+print("verdicts against docs/results/default.json: " + ("all equal" if not changed else "\n" + "\n".join(changed)))
+EOF
+fi
+
+say "table"
+python3 benchmarks/gpu_check.py table "$RESULTS"
+say "done"

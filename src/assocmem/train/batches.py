@@ -1,0 +1,134 @@
+"""Training batches: padded whole sequences epoch by epoch, or nanoGPT-style random windows over a token stream.
+
+The batch of step ``s`` is a pure function of (seed, s), so a resumed run sees the batches an uninterrupted run sees.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+from torch.nn import functional as F
+
+from assocmem.errors import AssocmemError
+from assocmem.stopping import IGNORE
+from assocmem.tokenstore import TokenStore
+
+Batch = tuple[torch.Tensor, torch.Tensor]
+RECALL_SET = "recall"  # every training sequence, for the recall of a memorisation run (not a CE evaluation)
+RECALL_BATCH = 256
+
+class BatchSource(Protocol):
+    def batch(self, step: int) -> Batch: ...
+
+
+class SequenceBatches:
+    """Padded batches of whole sequences, drawn epoch by epoch from rows [start, stop) of a sequences store.
+
+    Epoch e visits the rows in the order of a permutation seeded by (seed, e), computed once per epoch."""
+
+    def __init__(self, store: TokenStore, start: int, stop: int, batch_size: int, seed: int,
+                 loss_from: int = 0) -> None:
+        if stop <= start:
+            raise AssocmemError(f"no training sequences in rows [{start}, {stop}) of {store.store_dir}")
+        self.store, self.start, self.stop, self.batch_size, self.seed = store, start, stop, batch_size, seed
+        self.loss_from = loss_from  # targets before this position of a sequence are not scored (store.loss_from)
+        self._cached: tuple[int, np.ndarray] | None = None
+
+    def _permutation(self, epoch: int) -> np.ndarray:
+        if self._cached is None or self._cached[0] != epoch:
+            self._cached = (epoch, np.random.default_rng([self.seed, epoch]).permutation(self.stop - self.start))
+        return self._cached[1]
+
+    def rows(self, step: int) -> list[int]:
+        """Store rows of the batch of ``step``."""
+        n = self.stop - self.start
+        first = step * self.batch_size
+        rows = []
+        for position in range(first, first + self.batch_size):
+            epoch, offset = divmod(position, n)
+            rows.append(self.start + int(self._permutation(epoch)[offset]))
+        return rows
+
+    def batch(self, step: int) -> Batch:
+        return to_lm_batch(self.store.padded_batch(self.rows(step)), self.store.pad_id, self.loss_from)
+
+
+@dataclass(frozen=True)
+class WindowBatches:
+    """nanoGPT-style random windows of ``block_size`` tokens from a token store (any object with
+    ``sample_windows(rng, batch_size, block_size)``); the windows of step s depend only on (seed, s)."""
+
+    store: Any
+    batch_size: int
+    block_size: int
+    seed: int
+
+    def batch(self, step: int) -> Batch:
+        x, y = self.store.sample_windows(np.random.default_rng([self.seed, step]), self.batch_size, self.block_size)
+        return torch.from_numpy(x), torch.from_numpy(y)
+
+
+def fixed_windows(store: Any, n_batches: int, batch_size: int, block_size: int, seed: int) -> list[Batch]:
+    """The same evaluation windows at every eval step."""
+    source = WindowBatches(store, batch_size, block_size, seed=seed + 7919)
+    return [source.batch(i) for i in range(n_batches)]
+
+
+def to_lm_batch(padded: np.ndarray, pad_id: int = 0, loss_from: int = 0) -> Batch:
+    """Inputs and next-token targets of padded sequences; padding, and the tokens before position ``loss_from`` of
+    each sequence (context only, e.g. a fact's key), are not scored."""
+    tokens = torch.from_numpy(padded)
+    inputs, targets = tokens[:, :-1].clone(), tokens[:, 1:].clone()
+    targets[targets == pad_id] = IGNORE
+    targets[:, :max(loss_from - 1, 0)] = IGNORE  # target column j is the token at position j + 1
+    return inputs, targets
+
+
+def fixed_batches(store: TokenStore, rows: np.ndarray, batch_size: int) -> list[Batch]:
+    return [to_lm_batch(store.padded_batch(rows[i:i + batch_size]), store.pad_id, store.loss_from)
+            for i in range(0, len(rows), batch_size)]
+
+
+def static_shape(batch: Batch, rows: int, max_len: int) -> Batch:
+    """``batch`` padded to ``rows`` sequences and to the next power-of-two length (at most ``max_len``): CUDA graphs
+    replay the shapes they captured, so sequence batches of varying length take a few fixed lengths. The padded
+    targets are not scored and causal attention keeps padded positions from reaching earlier ones, so the summed
+    loss and the gradients are the unpadded batch's, to rounding."""
+    inputs, targets = batch
+    length = min(max_len, 1 << (inputs.shape[1] - 1).bit_length())
+    more_rows, more_columns = rows - inputs.shape[0], length - inputs.shape[1]
+    if more_rows <= 0 and more_columns <= 0:
+        return batch
+    pad = (0, max(more_columns, 0), 0, max(more_rows, 0))
+    return F.pad(inputs, pad, value=0), F.pad(targets, pad, value=IGNORE)
+
+
+class DeviceBatches:
+    """This rank's share of each step's batch, on the device, and the count of scored targets in the whole batch
+    (counted on the host copy: no sync). On CUDA :meth:`prefetch` builds the next step's batch and starts its copy
+    from pinned memory while the current step's kernels run; elsewhere it does nothing (the batch is used in place).
+    The batch of a step is a pure function of the step, so a prefetched batch is the one the step would build."""
+
+    def __init__(self, source: BatchSource, device: torch.device, rank: int = 0, world: int = 1) -> None:
+        self.source, self.device, self.rank, self.world = source, device, rank, world
+        self._ahead: tuple[int, Batch, int] | None = None
+
+    def get(self, step: int) -> tuple[Batch, int]:
+        ahead = self._ahead if self._ahead is not None and self._ahead[0] == step else self._load(step)
+        self._ahead = None
+        return ahead[1], ahead[2]
+
+    def prefetch(self, step: int) -> None:
+        if self.device.type == "cuda":
+            self._ahead = self._load(step)
+
+    def _load(self, step: int) -> tuple[int, Batch, int]:
+        inputs, targets = self.source.batch(step)
+        n_targets = int((targets != IGNORE).sum())
+        local = inputs[self.rank::self.world], targets[self.rank::self.world]
+        if self.device.type == "cuda":
+            local = tuple(t.pin_memory().to(self.device, non_blocking=True) for t in local)
+        return step, local, n_targets

@@ -1,0 +1,22 @@
+"""benchmarks/gpu_check.sh passes its CPU dry run: every part runs or says why it is skipped, and the table lists
+the arms (issue 41; the GPU run itself needs a GPU machine)."""
+
+from __future__ import annotations
+
+import subprocess
+
+from helpers import ROOT
+
+
+def test_the_gpu_check_passes_its_dry_run(tmp_path) -> None:
+    result = subprocess.run(["bash", "benchmarks/gpu_check.sh", "--dry-run", "--out", str(tmp_path)], cwd=ROOT,
+                            capture_output=True, text=True, timeout=400)
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    table = lines[next(i for i, line in enumerate(lines) if line.startswith("arm ")):]
+    arms = {line.split()[0]: line for line in table[1:] if line.strip() and not line.startswith("==")}
+    assert set(arms) == {"gpt2-nanogpt-eager", "l4-graphs"}
+    assert "skipped: no --nanogpt DIR given" in arms["gpt2-nanogpt-eager"]
+    assert "cpu (dry run)" in arms["l4-graphs"] and "rc=" not in result.stdout
+    assert "skip main run: dry run" in result.stdout
+    assert any(line.startswith(("skip stacked replicas", "== t=")) for line in lines)
