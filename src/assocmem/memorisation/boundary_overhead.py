@@ -156,10 +156,9 @@ def _drop(bounds: list[tuple[float, float]], index: int) -> list[tuple[float, fl
 
 
 def profile_b(data: OverheadData, b: float, warm: np.ndarray) -> tuple[float, np.ndarray]:
-    """l_prof(b) and its φ, from the warm φ (its boundary at D_ref kept) and from no overhead and a large one."""
-    low = float(data.x.min())
+    """l_prof(b) and its φ, from the warm φ and from no overhead (its boundary at D_ref kept)."""
     anchor = float(log_boundary(warm, np.zeros(1))[0])
-    starts = [np.delete(warm, 3), np.array([warm[0], low - 8.0, anchor]), np.array([warm[0], low, anchor - 1.0])]
+    starts = [np.delete(warm, 3), np.array([warm[0], float(data.x.min()) - 8.0, anchor])]
     return _profile(data, _fixed(3, b), starts, _drop(data.bounds, 3))
 
 
@@ -173,7 +172,7 @@ def _walk(gap: Callable[[float, np.ndarray], tuple[float, np.ndarray]], start: f
         if value >= THRESHOLD:
             try:
                 return float(optimize.brentq(lambda t, w=fitted: gap(t, w)[0] - THRESHOLD, *sorted((inner, outer)),
-                                             xtol=1e-4))
+                                             xtol=1e-3))
             except ValueError:
                 return inner
         if outer in bounds:
