@@ -31,7 +31,7 @@ K_RANGE = (0.5, 100.0)  # the fitted sharpness as the power simulation uses it (
 K_SHARP = 100.0  # a transition within 1% of N: the second power simulation
 SENSITIVITY_THRESHOLDS = (0.8, 0.9, 0.95, 0.99)
 MAX_ALTERNATIVE_SIMS = 100  # grids per truth against the alternatives (9 truths, two fits each)
-PURE_CHOICE = "pure power law N_b ∝ D^b, no overhead (Firth)"
+PURE_CHOICE = "pure power law, no overhead (Firth)"
 
 
 def _fit_row(choice: str, runs: pd.DataFrame) -> dict[str, Any]:

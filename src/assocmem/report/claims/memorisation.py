@@ -347,7 +347,9 @@ def _overhead_row(analysis: dict[str, Any], computed: str, verdict: str, reason:
                 f"{yes_no(analysis['n_span_covers_d_squared'])}). Bits per parameter at the margin "
                 f"({analysis['bits_per_fact']:g} bits per fact over $dN_b/dD$, the parameters the next fact costs) at "
                 f"$D={largest['n_facts']:,.0f}$: "
-                f"{largest['bits_per_param_margin']:.2f} {_interval(largest['low'], largest['high'])}.")
+                f"{largest['bits_per_param_margin']:.2f} {_interval(largest['low'], largest['high'])}, "
+                + ("consistent with" if largest["low"] <= ALLEN_ZHU_BITS_PER_PARAM <= largest["high"] else "unlike")
+                + f" Allen-Zhu & Li's about {ALLEN_ZHU_BITS_PER_PARAM:g} bits per parameter.")
     if pure is not None:
         evidence += (f" The pure power law $N_b\\propto D^b$ (a sensitivity row): $b={pure['b']:.2f}$ "
                      f"{_interval(pure['b_low'], pure['b_high'])}, biased low where the overhead is a large share "
