@@ -155,11 +155,25 @@ def _drop(bounds: list[tuple[float, float]], index: int) -> list[tuple[float, fl
     return [b for i, b in enumerate(bounds) if i != index]
 
 
-def profile_b(data: OverheadData, b: float, warm: np.ndarray) -> tuple[float, np.ndarray]:
-    """l_prof(b) and its φ, from the warm φ and from no overhead (its boundary at D_ref kept)."""
+def profile_b(data: OverheadData, b: float, warm: np.ndarray, thorough: bool = False) -> tuple[float, np.ndarray]:
+    """l_prof(b) and its φ, from the warm φ and from no overhead (its boundary at D_ref kept); ``thorough`` adds a
+    grid of fresh starts (sharpness × overhead × location), for a gap that would exclude b: a warm start caught in
+    a flat ridge (k at its cap) underestimates the profile and would end an interval too early."""
     anchor = float(log_boundary(warm, np.zeros(1))[0])
-    starts = [np.delete(warm, 3), np.array([warm[0], float(data.x.min()) - 8.0, anchor])]
+    low, high = float(data.x.min()), float(data.x.max())
+    starts = [np.delete(warm, 3), np.array([warm[0], low - 8.0, anchor])]
+    if thorough:
+        starts += [np.array([log_k, a, m]) for log_k in (np.log(2.0), np.log(10.0), np.log(K_MAX))
+                   for a in (low - 8.0, low, (low + high) / 2) for m in (low, (low + high) / 2, high)]
     return _profile(data, _fixed(3, b), starts, _drop(data.bounds, 3))
+
+
+def gap_b(data: OverheadData, best: float, b: float, warm: np.ndarray) -> tuple[float, np.ndarray]:
+    """2 (l̂ - l_prof(b)), checked with fresh starts wherever it reaches the threshold."""
+    value, phi = profile_b(data, b, warm)
+    if 2 * (best - value) >= THRESHOLD:
+        value, phi = profile_b(data, b, warm, thorough=True)
+    return 2 * (best - value), phi
 
 
 def _walk(gap: Callable[[float, np.ndarray], tuple[float, np.ndarray]], start: float, warm: np.ndarray,
@@ -203,7 +217,7 @@ class OverheadFit:
         return float(self.phi[2] - self.phi[3] * self.data.log_d_ref)
 
     def gap_at_b(self, b: float) -> float:
-        return 2 * (self.loglik - profile_b(self.data, b, self.phi)[0])
+        return gap_b(self.data, self.loglik, b, self.phi)[0]
 
     def _interval(self, gap: Callable[[float, np.ndarray], tuple[float, np.ndarray]], estimate: float,
                   warm: np.ndarray, bounds: tuple[float, float]) -> tuple[float, float]:
@@ -213,8 +227,7 @@ class OverheadFit:
 
     def b_interval(self) -> tuple[float, float]:
         def gap(b: float, warm: np.ndarray) -> tuple[float, np.ndarray]:
-            value, phi = profile_b(self.data, b, _with(warm, 3, b))
-            return 2 * (self.loglik - value), phi
+            return gap_b(self.data, self.loglik, b, _with(warm, 3, b))
 
         return self._interval(gap, self.b, self.phi, B_RANGE)
 

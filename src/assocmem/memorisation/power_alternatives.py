@@ -106,12 +106,8 @@ def _one_grid(runs: pd.DataFrame, truth: dict[str, Any], log_d_ref: float) -> tu
     start = np.asarray(truth["phi"], dtype=float).copy()
     start[2] += truth["b"] * (log_d_ref - data.log_d_ref)  # m at this design's D_ref
     value, phi = bo.maximise(data, [start])
-    gaps = []
-    for b in (truth["b"], *laws):
-        prof = bo.profile_b(data, b, phi)[0]
-        value = max(value, prof)
-        gaps.append(prof)
-    gap = 2 * (value - np.array(gaps))
+    gap = np.array([bo.gap_b(data, value, b, phi)[0] for b in (truth["b"], *laws)])
+    gap = gap - min(0.0, float(gap.min()))  # a profile above the fit: the fit had stopped short of its maximum
     overhead[:] = [phi[3], gap[0] <= bo.THRESHOLD, *(gap[1:] > bo.THRESHOLD)]
     try:
         _, b_hat, low, high = mb._b_fit(mb._runs_grid(runs, "power"))
