@@ -16,8 +16,10 @@ model's eager step on an H200; 16 processes at once give 5.0× the throughput). 
 
 from __future__ import annotations
 
+import datetime
 import json
 import re
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -111,7 +113,14 @@ def compute(n_sim: int = SIMULATIONS) -> dict[str, Any]:
             "power": power, "cost": cost(recorded, truth_set)}
 
 
+def _commit() -> str:
+    """The checkout's commit, with '+changes' where its tracked files differ from it."""
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    dirty = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", "src"], cwd=ROOT).returncode != 0
+    return head.stdout.strip() + ("+changes" if dirty else "")
+
+
 if __name__ == "__main__":
-    write_json(RECORD, compute())
+    write_json(RECORD, {"commit": _commit(), "date": datetime.date.today().isoformat(), **compute()})
     result = json.loads(RECORD.read_text())
     print(f"decisive design: {'decides' if result['can_decide'] else 'does not decide'}: {result['reason']}")
