@@ -29,7 +29,7 @@ import pandas as pd
 from scipy import optimize, special, stats
 
 from assocmem.errors import AssocmemError
-from assocmem.memorisation.boundary import REQUIRED, _check_columns, _check_outcomes, _make_grid
+from assocmem.memorisation.boundary import REQUIRED, _check_columns, _check_outcomes, _crossing, _make_grid
 
 LEVEL = 0.95
 THRESHOLD = float(stats.chi2.ppf(LEVEL, 1))
@@ -37,7 +37,6 @@ K_MAX = 100.0
 K_MIN = 0.05
 B_RANGE = (-1.0, 6.0)  # the search range of b; an interval end reaching it is open
 OVERHEAD_FLOOR = 12.0  # log N0 >= log N_min - 12: N0 below 1e-5 of the smallest model is no overhead
-_STEP = 0.1  # the first outward step of an interval walk; it grows by half each step
 
 
 @dataclass(frozen=True)
@@ -179,19 +178,7 @@ def gap_b(data: OverheadData, best: float, b: float, warm: np.ndarray) -> tuple[
 def _walk(gap: Callable[[float, np.ndarray], tuple[float, np.ndarray]], start: float, warm: np.ndarray,
           bounds: tuple[float, float], direction: int) -> float:
     """Where the profile gap first reaches THRESHOLD walking from ``start``; ±inf (an open end) at ``bounds``."""
-    inner, step = start, _STEP
-    while True:
-        outer = float(np.clip(inner + direction * step, *bounds))
-        value, fitted = gap(outer, warm)
-        if value >= THRESHOLD:
-            try:
-                return float(optimize.brentq(lambda t, w=fitted: gap(t, w)[0] - THRESHOLD, *sorted((inner, outer)),
-                                             xtol=1e-3))
-            except ValueError:
-                return inner
-        if outer in bounds:
-            return direction * float("inf")
-        inner, warm, step = outer, fitted, step * 1.5
+    return _crossing(gap, start, warm, bounds, direction, growth=1.5, xtol=1e-3)
 
 
 @dataclass(frozen=True)

@@ -151,6 +151,18 @@ def fragility(analysis: dict[str, Any]) -> tuple[list[str], list[str]]:
     return changed, unfitted
 
 
+def _fragility_sentence(analysis: dict[str, Any]) -> str:
+    changed, unfitted = fragility(analysis)
+    text = ""
+    if changed:
+        text += " Fragile: the interval rule gives another verdict under " + "; ".join(changed) + "."
+    elif len(analysis.get("sensitivity", [])) > 1:
+        text += " Robust: the interval rule gives the same verdict under every sensitivity row that has a fit."
+    if unfitted:
+        text += " No fit under: " + listing(unfitted) + "."
+    return text
+
+
 def _power_sentence(analysis: dict[str, Any]) -> str:
     power, laws = analysis["power"], analysis["laws"]
     coverage = ", ".join(f"{row['coverage']:.0%} at $b={row['b']:.3g}$" for row in power["by_b"])
@@ -314,13 +326,7 @@ def memorisation(analysis: dict[str, Any]) -> dict[str, Any]:
                 + f" carry a verdict: {in_words(analysis['power_reason'], laws)}. $N$ span {analysis['n_span']:.3g}× "
                 f"against $D$ span squared {analysis['d_span'] ** 2:.3g}× (covered: "
                 f"{yes_no(analysis['n_span_covers_d_squared'])}). {_bits_sentence(analysis)}")
-    changed, unfitted = fragility(analysis)
-    if changed:
-        evidence += " Fragile: the interval rule gives another verdict under " + "; ".join(changed) + "."
-    elif len(analysis.get("sensitivity", [])) > 1:
-        evidence += " Robust: the interval rule gives the same verdict under every sensitivity row that has a fit."
-    if unfitted:
-        evidence += " No fit under: " + listing(unfitted) + "."
+    evidence += _fragility_sentence(analysis)
     ours = (r"Measured: $N_b\propto D^b$ with $b=" + f"{fit['b']:.2f}" + r"$, 95\% interval $["
             + ", ".join(f"{v:.2f}" if math.isfinite(v) else (r"-\infty" if v < 0 else r"\infty")
                         for v in (fit["b_low"], fit["b_high"]))
@@ -354,13 +360,7 @@ def _overhead_row(analysis: dict[str, Any], computed: str, verdict: str, reason:
         evidence += (f" The pure power law $N_b\\propto D^b$ (a sensitivity row): $b={pure['b']:.2f}$ "
                      f"{_interval(pure['b_low'], pure['b_high'])}, biased low where the overhead is a large share "
                      "of $N_b$.")
-    changed, unfitted = fragility(analysis)
-    if changed:
-        evidence += " Fragile: the interval rule gives another verdict under " + "; ".join(changed) + "."
-    elif len(analysis.get("sensitivity", [])) > 1:
-        evidence += " Robust: the interval rule gives the same verdict under every sensitivity row that has a fit."
-    if unfitted:
-        evidence += " No fit under: " + listing(unfitted) + "."
+    evidence += _fragility_sentence(analysis)
     ours = (r"Measured: $N_b=N_0+cD^b$ with $b=" + f"{fit['b']:.2f}" + r"$, 95\% interval $"
             + _tex_interval(fit["b_low"], fit["b_high"]) + r"$, $N_0=" + f"{fit['n0']:,.0f}".replace(",", "{,}")
             + r"$ (the paper: $b=2$; Kaplan et al.: 1.35; a fixed capacity per parameter: 1).")
