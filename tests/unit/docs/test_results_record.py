@@ -211,3 +211,23 @@ def test_todays_code_refits_the_memorisation_reanalysis_and_results_md_quotes_it
     assert (f"b = {recorded['b']:.2f}, 95% CI [{recorded['b_low']:.2f}, {recorded['b_high']:.2f}]; "
             f"N0 = {recorded['n0']:,.0f}") in section
     assert f"memorisation (re-analysis): {rec['verdict']}" in section and rec["commit"] in section
+
+
+def test_the_decisive_design_is_its_config_and_its_recorded_cost_is_todays() -> None:
+    """config/memorisation_decisive.yaml has the model sizes and numbers of facts its power record simulated, and
+    today's code gives the recorded cost; docs/results.md quotes the record's commit."""
+    from assocmem.memorisation import decisive, power_alternatives
+    from assocmem.model import DecoderLM, ModelConfig
+
+    rec = _load("memorisation_decisive_power.json")
+    exp = yaml.safe_load((ROOT / "config" / "memorisation_decisive.yaml").read_text())["experiments"]
+    (spec,) = exp.values()
+    sizes = [DecoderLM(ModelConfig.from_dict(model, vocab_size=37)).num_parameters()
+             for model in spec["models"].values()]
+    assert sizes == rec["n_params"] == list(decisive.N_PARAMS)
+    facts = spec["dataset"]["facts"]["count"]
+    assert sorted(round(facts * f) for f in spec["subsets"]["fractions"]) == rec["n_facts"]
+    runs = decisive.recorded_runs()
+    cost = decisive.cost(runs, power_alternatives.truths(runs))
+    assert cost["by_truth"] == pytest.approx(rec["cost"]["by_truth"])
+    assert rec["commit"] in _section("The memorisation grid") and not rec["can_decide"]
