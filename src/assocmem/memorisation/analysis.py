@@ -1,7 +1,10 @@
 """Everything the report says about one memorisation grid, computed once by the ``sweep`` stage and written as JSON.
 
-The storage boundary N_b(D) ∝ D^b is fitted to the runs' stored / not-stored outcomes
-(:mod:`assocmem.memorisation.boundary`). Power first: grids simulated at this very design (its N and D values and
+Primary model (issue 38): the storage boundary with a fixed overhead, N_b(D) = N0 + c D^b, by maximum likelihood
+(:mod:`assocmem.memorisation.boundary_overhead`), whose verdict waits on its power against the truths a referee
+names (:mod:`assocmem.memorisation.power_alternatives`: a pure power law, an overhead, a budget-limited boundary).
+The pure power law N_b(D) ∝ D^b (:mod:`assocmem.memorisation.boundary`) is kept beside it as a sensitivity row,
+with its own power simulation. Power first: grids simulated at this very design (its N and D values and
 seeds, at the fitted sharpness k and at a near step) with b = 1, 1.35 and 2 must be recovered with calibrated
 intervals, and the paper's 2 told apart from 1 and from 1.35, before the fitted b may carry a verdict on the paper's
 claim (``can_decide``); whether 1 and 1.35 are also told apart decides only which of them the report may name
@@ -20,23 +23,38 @@ import pandas as pd
 
 from assocmem.errors import AssocmemError
 from assocmem.memorisation import boundary as mb
+from assocmem.memorisation import boundary_overhead as bo
+from assocmem.memorisation import power_alternatives as pa
 from assocmem.memorisation.cells import grid_table, stored_at
 
 K_RANGE = (0.5, 100.0)  # the fitted sharpness as the power simulation uses it (where simulated fits are stable)
 K_SHARP = 100.0  # a transition within 1% of N: the second power simulation
 SENSITIVITY_THRESHOLDS = (0.8, 0.9, 0.95, 0.99)
+MAX_ALTERNATIVE_SIMS = 100  # grids per truth against the alternatives (9 truths, two fits each)
+PURE_CHOICE = "pure power law, no overhead (Firth)"
 
 
 def _fit_row(choice: str, runs: pd.DataFrame) -> dict[str, Any]:
     try:
-        fit = mb.fit_storage_boundary(runs)
+        fit = bo.fit_overhead(runs)
+        low, high = fit.b_interval()
     except AssocmemError as err:
         return {"choice": choice, "b": np.nan, "low": np.nan, "high": np.nan, "runs": len(runs), "note": str(err)}
-    return {"choice": choice, "b": fit.b, "low": fit.b_low, "high": fit.b_high, "runs": len(runs), "note": ""}
+    return {"choice": choice, "b": fit.b, "low": low, "high": high, "runs": len(runs), "note": ""}
+
+
+def _pure_row(runs: pd.DataFrame) -> dict[str, Any]:
+    try:
+        fit = mb.fit_storage_boundary(runs)
+    except AssocmemError as err:
+        return {"choice": PURE_CHOICE, "b": np.nan, "low": np.nan, "high": np.nan, "runs": len(runs),
+                "note": str(err)}
+    return {"choice": PURE_CHOICE, "b": fit.b, "low": fit.b_low, "high": fit.b_high, "runs": len(runs), "note": ""}
 
 
 def sensitivity(runs: pd.DataFrame, threshold: float, stop_at: float) -> list[dict[str, Any]]:
-    """b and its interval under each alternative choice; the first row is the primary analysis."""
+    """b of the overhead model and its interval under each alternative choice (the first row is the primary
+    analysis), and the pure power law as the last row."""
     rows = [_fit_row(f"recall >= {threshold:g} counts as stored (primary)", runs)]
     rows += [_fit_row(f"recall >= {t:g} counts as stored", stored_at(runs, t))
              for t in SENSITIVITY_THRESHOLDS if t != threshold and t <= stop_at]
@@ -46,6 +64,7 @@ def sensitivity(runs: pd.DataFrame, threshold: float, stop_at: float) -> list[di
     if "stored_at_half_budget" in runs.columns:
         half = runs.assign(stored=runs["stored_at_half_budget"])
         rows.append(_fit_row("stored within half the exposure budget", half))
+    rows.append(_pure_row(runs))
     return rows
 
 
@@ -65,10 +84,12 @@ def pattern_summary(patterns: list[dict[str, Any]], threshold: float) -> dict[st
 
 def analyse(runs: pd.DataFrame, information: dict[str, Any], threshold: float, stop_at: float, *,
             power_sims: int, seed: int, patterns: list[dict[str, Any]] | None = None,
-            progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+            progress: Callable[[str], None] | None = None, alternative_sims: int | None = None) -> dict[str, Any]:
     """The memorisation grid's analyses. ``runs``: one row per run (:func:`assocmem.memorisation.cells.read_runs`),
     ``information``: the facts' information record (bits per fact), ``threshold``: the recall that counts as
-    stored (<= ``stop_at``, where training stopped)."""
+    stored (<= ``stop_at``, where training stopped); ``alternative_sims``: grids per truth of the power against
+    the alternatives (default ``power_sims``, at most MAX_ALTERNATIVE_SIMS)."""
+    alternative_sims = min(power_sims, MAX_ALTERNATIVE_SIMS) if alternative_sims is None else alternative_sims
     runs = stored_at(runs, threshold)
     bits_per_fact = float(information["information"]["bits_per_fact"])
     per_d = mb.per_d_boundaries(runs)
@@ -86,7 +107,8 @@ def analyse(runs: pd.DataFrame, information: dict[str, Any], threshold: float, s
     try:
         fit = mb.fit_storage_boundary(runs)
     except AssocmemError as err:
-        return {**result, "fit": None, "reason": str(err)}
+        return {**result, "fit": None, "reason": str(err),
+                **overhead_analysis(runs, bits_per_fact, power_sims=alternative_sims, seed=seed, progress=progress)}
     if progress:
         progress(f"storage boundary b = {fit.b:.2f} [{fit.b_low:.2f}, {fit.b_high:.2f}]; simulating its power")
     k = float(np.clip(fit.k, *K_RANGE))
@@ -110,15 +132,42 @@ def analyse(runs: pd.DataFrame, information: dict[str, Any], threshold: float, s
             "bits_per_param": {"d": d_ref, "value": bits[0], "low": bits[1], "high": bits[2]},
             "bits_per_param_by_d": bits_per_d,
             "censored_d": [row["n_facts"] for row in result["per_d"] if row["censoring"] != "inside"],
-            "sensitivity": sensitivity(runs, threshold, stop_at)}
+            "sensitivity": sensitivity(runs, threshold, stop_at),
+            **overhead_analysis(runs, bits_per_fact, power_sims=alternative_sims, seed=seed, progress=progress)}
+
+
+def overhead_analysis(runs: pd.DataFrame, bits_per_fact: float, *, power_sims: int, seed: int,
+                      progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """The primary analysis: the overhead fit with its intervals, and its power against the three truths at this
+    design; ``overhead_fit`` None (with ``overhead_reason``) where the grid has no fit."""
+    try:
+        fit = bo.fit_overhead(runs)
+        record = bo.overhead_record(fit, bits_per_fact)
+    except AssocmemError as err:
+        return {"overhead_fit": None, "overhead_reason": str(err), "alternatives": None,
+                "alternatives_can_decide": False, "alternatives_reason": f"no overhead fit: {err}"}
+    record["law_verdict"] = {name: not record["b_low"] <= b <= record["b_high"] for name, b in mb.LAWS.items()}
+    if progress:
+        progress(f"overhead boundary b = {record['b']:.2f} [{record['b_low']:.2f}, {record['b_high']:.2f}], "
+                 f"N0 = {record['n0']:.4g}; simulating its power against the alternatives")
+    try:
+        power = pa.design_power(runs[["n_params", "n_facts", "seed"]], pa.truths(runs),
+                                n_sim=power_sims, seed=seed)
+    except AssocmemError as err:
+        return {"overhead_fit": record, "alternatives": None, "alternatives_can_decide": False,
+                "alternatives_reason": f"no truths to simulate from this grid: {err}"}
+    decide, reason = pa.can_decide(power, mb.PAPER_PAIRS)
+    every, every_reason = pa.can_decide(power)
+    return {"overhead_fit": record, "alternatives": power, "alternatives_can_decide": decide,
+            "alternatives_reason": reason, "alternatives_tell_every_law_apart": every,
+            "alternatives_every_law_reason": every_reason}
 
 
 def headline(analysis: dict[str, Any]) -> str:
     """One line for the terminal and the log."""
-    fit = analysis["fit"]
+    fit = analysis.get("overhead_fit")
     if fit is None:
-        return f"no storage boundary fit: {analysis['reason']}"
-    bits = analysis["bits_per_param"]
-    return (f"storage boundary N_b ~ D^b: b = {fit['b']:.2f}, 95% CI [{fit['b_low']:.2f}, {fit['b_high']:.2f}]; "
-            f"{bits['value']:.2f} bits per parameter [{bits['low']:.2f}, {bits['high']:.2f}]; "
-            f"{analysis['power_reason']}")
+        return f"no storage boundary fit: {analysis.get('overhead_reason', analysis.get('reason'))}"
+    return (f"storage boundary N_b = N0 + c D^b: b = {fit['b']:.2f}, 95% CI [{fit['b_low']:.2f}, "
+            f"{fit['b_high']:.2f}], N0 = {fit['n0']:,.0f} [{fit['n0_low']:,.0f}, {fit['n0_high']:,.0f}]; "
+            f"{analysis['alternatives_reason']}")

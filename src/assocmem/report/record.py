@@ -75,7 +75,8 @@ def record(checks_file: Path, time_log: Path, snakemake_log: Path, *, commit: st
 MEMORISATION_KEYS = ("threshold", "stop_at_recall", "bits_per_fact", "n_runs", "seeds", "n_params", "n_facts",
                      "n_span", "d_span", "fit", "power", "power_sharp", "power_k", "can_decide", "power_reason",
                      "tells_every_law_apart", "every_law_reason", "law_verdict", "bits_per_param", "per_d",
-                     "sensitivity", "runs")
+                     "sensitivity", "runs", "overhead_fit", "alternatives", "alternatives_can_decide",
+                     "alternatives_reason")
 
 
 def memorisation_summary(analysis: dict[str, Any]) -> dict[str, Any]:

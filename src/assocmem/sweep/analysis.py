@@ -4,7 +4,8 @@ Two estimates of the boundary exponent b sit side by side:
 
 * the **parametric fit** (:mod:`assocmem.sweep.boundary`), whose profile-likelihood interval is checked by
   simulating grids of this very design (N and D values, seeds, measured noise) with known b before a verdict may
-  rest on it (``power``), and whose fitted boundary is checked to lie inside the N grid (no extrapolation);
+  rest on it (``power``; and ``power_misfit``, the same with the grid's own misfit added to every simulated cell:
+  a verdict needs both calibrated), and whose fitted boundary is checked to lie inside the N grid (no extrapolation);
 * the **threshold estimator** (:mod:`assocmem.sweep.laws`: per D the smallest N within the tolerance of the best,
   then a line through those points), kept as a description: with one point per D its bootstrap resamples a handful
   of points, and a boundary at either end of the N grid is censored.
@@ -27,6 +28,8 @@ from assocmem.sweep import laws
 from assocmem.sweep.cells import measured_noise
 
 PerDJson = dict[str, float]
+MISFIT_SHARE = 4  # the misfit truth gets a quarter of power_sims per b (at least MIN_MISFIT_SIMS): a second truth
+MIN_MISFIT_SIMS = 5
 SIMULATED_ALPHA_RANGE = (0.1, 2.0)  # the fitted alpha the power simulation uses, kept to where fits are stable
 
 
@@ -82,7 +85,15 @@ def boundary_analysis(cells: pd.DataFrame, noise: dict[float, float], tolerance:
     power = bd.design_power(cells[["n_tokens", "n_params", "seed"]], noise, tol, alpha=alpha, n_sim=power_sims,
                             seed=seed, progress=progress)
     detect, reason = bd.can_detect_paper_b(power)
+    # issue 38: a truth with the misfit this grid shows (its cells' departure from the fit), not only the model
+    misfit_power = bd.design_power(cells[["n_tokens", "n_params", "seed"]], noise, tol, alpha=alpha,
+                                   n_sim=max(MIN_MISFIT_SIMS, power_sims // MISFIT_SHARE), seed=seed + 1,
+                                   misfit=bd.fit_misfit(fit, cells))
+    misfit_detect, misfit_reason = bd.can_detect_paper_b(misfit_power)
+    if detect and not misfit_detect:
+        detect, reason = False, f"with the misfit this grid shows, {misfit_reason}"
     return {"fit": fit.as_record(), "tolerance": tol, "n_boundary": fit.boundary(tol).tolist(),
+            "power_misfit": misfit_power, "can_detect_with_misfit": misfit_detect,
             "in_grid": bd.boundary_in_grid(fit, tol, n_range).tolist(), "n_range": n_range, "d_range": d_range,
             "grid_reach": bd.grid_reach(n_range, d_range), "power": power, "can_detect": detect,
             "power_reason": reason, "detectable_range": bd.detectable_range(power),

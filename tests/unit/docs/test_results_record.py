@@ -189,3 +189,45 @@ def test_the_memorisation_power_at_the_shipped_design_recovers_each_law() -> Non
         assert row["coverage"] >= mb.MIN_COVERAGE, row
         assert row["mean_b"] == pytest.approx(row["b"], abs=max(0.15, 0.25 * row["median_width"])), row
     assert mb.can_decide(power, mb.PAPER_PAIRS)[0]
+
+
+# ---------------------------------------------------------------- the memorisation re-analysis (issue 38)
+
+
+def test_todays_code_refits_the_memorisation_reanalysis_and_results_md_quotes_it() -> None:
+    """docs/results/memorisation_reanalysis.json is today's analysis of the recorded grid's runs (the overhead model
+    N_b = N0 + c D^b): today's code refits b and N0 with their intervals, and docs/results.md quotes them and the
+    verdict."""
+    from assocmem.memorisation import boundary_overhead as bo
+    from assocmem.memorisation.cells import stored_at
+
+    rec = _load("memorisation_reanalysis.json")
+    memo = _memorisation()["memorisation"]
+    recorded = rec["analysis"]["overhead_fit"]
+    fit = bo.fit_overhead(stored_at(pd.DataFrame(memo["runs"]), memo["threshold"]))
+    assert (fit.b, *fit.b_interval(), fit.n0) == pytest.approx(
+        (recorded["b"], recorded["b_low"], recorded["b_high"], recorded["n0"]), rel=1e-3)
+    section = _section("The memorisation grid")
+    assert (f"b = {recorded['b']:.2f}, 95% CI [{recorded['b_low']:.2f}, {recorded['b_high']:.2f}]; "
+            f"N0 = {recorded['n0']:,.0f}") in section
+    assert f"memorisation (re-analysis): {rec['verdict']}" in section and rec["commit"] in section
+
+
+def test_the_decisive_design_is_its_config_and_its_recorded_cost_is_todays() -> None:
+    """config/memorisation_decisive.yaml has the model sizes and numbers of facts its power record simulated, and
+    today's code gives the recorded cost; docs/results.md quotes the record's commit."""
+    from assocmem.memorisation import decisive, power_alternatives
+    from assocmem.model import DecoderLM, ModelConfig
+
+    rec = _load("memorisation_decisive_power.json")
+    exp = yaml.safe_load((ROOT / "config" / "memorisation_decisive.yaml").read_text())["experiments"]
+    (spec,) = exp.values()
+    sizes = [DecoderLM(ModelConfig.from_dict(model, vocab_size=37)).num_parameters()
+             for model in spec["models"].values()]
+    assert sizes == rec["n_params"] == list(decisive.N_PARAMS)
+    facts = spec["dataset"]["facts"]["count"]
+    assert sorted(round(facts * f) for f in spec["subsets"]["fractions"]) == rec["n_facts"]
+    runs = decisive.recorded_runs()
+    cost = decisive.cost(runs, power_alternatives.truths(runs))
+    assert cost["by_truth"] == pytest.approx(rec["cost"]["by_truth"])
+    assert rec["commit"] in _section("The memorisation grid") and not rec["can_decide"]

@@ -74,7 +74,9 @@ def simulated(b: float, k: float, seeds: int = 3, seed: int = 0) -> pd.DataFrame
 
 
 def test_the_analysis_gates_the_verdict_on_both_power_simulations() -> None:
-    analysis = analyse(simulated(1.0, 8.0), INFORMATION, 0.9, 0.95, power_sims=40, seed=3)
+    runs = simulated(1.0, 8.0)  # stored within half the budget where stored at the end: a budget truth to simulate
+    analysis = analyse(runs.assign(recall_half_budget=runs["recall"]), INFORMATION, 0.9, 0.95, power_sims=40, seed=3,
+                       alternative_sims=2)
     assert analysis["kind"] == "memorisation" and analysis["n_runs"] == 96 and analysis["seeds"] == 3
     assert analysis["power"]["k"] == pytest.approx(analysis["power_k"]) and analysis["power_sharp"]["k"] == 100.0
     assert analysis["power"]["jitter"] and analysis["power_sharp"]["jitter"]
@@ -89,13 +91,19 @@ def test_the_analysis_gates_the_verdict_on_both_power_simulations() -> None:
     assert choices[0].endswith("(primary)") and "without the smallest D" in choices
     assert "recall >= 0.95 counts as stored" in choices and "recall >= 0.99 counts as stored" not in choices
     assert "stored within half the exposure budget" in choices
-    assert headline(analysis).startswith("storage boundary N_b ~ D^b: b = ")
+    assert choices[-1].startswith("pure power law") and analysis["sensitivity"][-1]["b"] == analysis["fit"]["b"]
+    overhead = analysis["overhead_fit"]  # the primary since issue 38, with the power against the alternatives
+    assert overhead["b_low"] <= overhead["b"] <= overhead["b_high"] and overhead["n0_low"] <= overhead["n0"]
+    assert analysis["alternatives"]["n_sim"] == 2 and len(analysis["alternatives"]["rows"]) == 9
+    assert isinstance(analysis["alternatives_can_decide"], bool)
+    assert headline(analysis).startswith("storage boundary N_b = N0 + c D^b: b = ")
 
 
 def test_an_unfittable_grid_says_why() -> None:
     runs = simulated(1.0, 8.0).assign(stored=True, recall=0.99)
     analysis = analyse(runs, INFORMATION, 0.9, 0.95, power_sims=20, seed=0)
     assert analysis["fit"] is None and "every run stored" in analysis["reason"]
+    assert analysis["overhead_fit"] is None and "every run stored" in analysis["overhead_reason"]
     assert headline(analysis).startswith("no storage boundary fit: ")
 
 

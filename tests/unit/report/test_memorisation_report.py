@@ -1,6 +1,11 @@
 """The memorisation grid in the report: its loading beside the scaling sweep, its section and figures, and the
 memorisation claim's verdict rule on every branch (no grid, no fit, unpowered, span too small, refuted, reproduced,
-ambiguous)."""
+ambiguous).
+
+Since issue 38 the verdict reads the overhead model's interval behind the power against the alternatives; that
+simulation is measured in tests/unit/memorisation/test_boundary_overhead.py, so the fixture runs 2 grids per truth
+only and the verdict branches set its outcome (``powered``). The pure power law's own simulation no longer gates a
+verdict: 20 grids per b here (it was 100)."""
 
 from __future__ import annotations
 
@@ -21,6 +26,7 @@ from assocmem.report.claims.memorisation import (
     interval_verdict,
     memorisation,
     memorisation_verdict,
+    primary_interval,
 )
 from assocmem.report.evidence import Evidence
 from assocmem.report.memorisation import memorisation_section
@@ -77,14 +83,24 @@ def grids(tmp_path_factory) -> dict[str, dict]:
     analyses = {}
     for name, (b, n_values, seeds, k, offset, seed) in GRIDS.items():
         runs = simulate_runs(b, n_values, seeds, k, offset=offset, seed=seed)
-        write_json(out / f"{name}.json", analyse(runs, INFORMATION, 0.9, 0.95, power_sims=100, seed=0))
+        write_json(out / f"{name}.json", analyse(runs, INFORMATION, 0.9, 0.95, power_sims=20, seed=0,
+                                                     alternative_sims=2))
         analyses[name] = read_json(out / f"{name}.json")
     return analyses
+
+
+def powered(analysis: dict, decide: bool = True, reason: str = "calibrated (set by the test)") -> dict:
+    """The analysis with the power against the alternatives decided one way (its simulation is tested apart)."""
+    changed = copy.deepcopy(analysis)
+    changed.update(alternatives_can_decide=decide, alternatives_reason=reason,
+                   alternatives_tell_every_law_apart=decide, alternatives_every_law_reason=reason)
+    return changed
 
 
 def with_interval(analysis: dict, low: float, high: float) -> dict:
     """The analysis with another 95% interval for b (and the law verdict that goes with it)."""
     changed = copy.deepcopy(analysis)
+    changed["overhead_fit"].update(b_low=low, b_high=high)
     changed["fit"].update(b_low=low, b_high=high)
     laws = changed["law_verdict"]["laws"]
     for law in laws.values():
@@ -121,54 +137,63 @@ def test_the_interval_rule() -> None:
 
 
 def test_a_powered_grid_with_b_2_is_reproduced(grids) -> None:
-    analysis = grids["b2"]
-    assert analysis["can_decide"] and analysis["n_span_covers_d_squared"]
+    analysis = powered(grids["b2"])
+    assert analysis["n_span_covers_d_squared"]
     row = memorisation(analysis)
     assert row["verdict"] == "reproduced", row["evidence"]
     assert "Laws inside the interval: the paper's 2; excluded: Allen-Zhu & Li's 1, Kaplan et al.'s 1.35" \
         in row["evidence"]
     assert "Robust: the interval rule gives the same verdict under every sensitivity row" in row["evidence"]
     numbers = row["numbers"]
-    assert numbers["b_low"] == pytest.approx(analysis["fit"]["b_low"]) and numbers["b_low"] <= 2 <= numbers["b_high"]
-    assert numbers["power_paper.coverage"] >= 0.9 and numbers["power_allenzhu.excludes_paper"] >= 0.8
-    assert numbers["power_paper.excludes_paper"] is None and numbers["n_runs"] == 192 and numbers["seeds"] == 4
-    assert numbers["bits_per_param"] == pytest.approx(analysis["bits_per_param"]["value"])
+    fit = analysis["overhead_fit"]
+    assert numbers["b_low"] == pytest.approx(fit["b_low"]) and numbers["b_low"] <= 2 <= numbers["b_high"]
+    assert numbers["n0"] == pytest.approx(fit["n0"]) and numbers["pure_b"] == pytest.approx(analysis["fit"]["b"])
+    assert 0 <= numbers["alt_overhead_paper.overhead_coverage"] <= 1
+    assert numbers["pure_power_paper.excludes_paper"] is None and numbers["n_runs"] == 192 and numbers["seeds"] == 4
+    assert numbers["pure_bits_per_param"] == pytest.approx(analysis["bits_per_param"]["value"])
     assert row["limits"] and row["how"] == "data" and len(row["quote"]) == 2
 
 
 def test_a_powered_grid_with_b_1_is_refuted(grids) -> None:
-    row = memorisation(grids["b1"])
+    row = memorisation(powered(grids["b1"]))
     assert row["verdict"] == "refuted" and "lies below the paper's 2" in row["evidence"]
-    assert "Laws inside the interval: Allen-Zhu & Li's 1;" in row["evidence"]
-    assert "bits per parameter" in row["evidence"] and "Allen-Zhu & Li's about 2 bits" in row["evidence"]
+    assert "Laws inside the interval: Allen-Zhu & Li's 1" in row["evidence"]
+    assert "Bits per parameter at the margin" in row["evidence"] and "Allen-Zhu & Li's about 2 bits" in row["evidence"]
 
 
 def test_a_verdict_that_changes_under_a_sensitivity_row_is_called_fragile(grids) -> None:
-    """Simulated with b = 2, this grid's interval misses 2 (as 5% of them do): refuted, but not without its
-    smallest D, and the evidence says so."""
-    row = memorisation(grids["b2_missed"])
+    """Simulated with b = 2, this grid's interval misses 2 (as 5% of them do): refuted, but not under every
+    sensitivity row, and the evidence says so."""
+    row = memorisation(powered(grids["b2_missed"]))
     assert row["verdict"] == "refuted" and "lies above the paper's 2" in row["evidence"]
-    assert "Fragile: the interval rule gives another verdict under without the smallest D: reproduced" \
-        in row["evidence"]
+    assert "Fragile: the interval rule gives another verdict under" in row["evidence"]
 
 
 def test_an_interval_holding_2_and_another_law_is_not_testable(grids) -> None:
-    row = memorisation(with_interval(grids["b2"], 1.2, 2.4))
+    row = memorisation(with_interval(powered(grids["b2"]), 1.2, 2.4))
     assert row["verdict"] == "not-testable" and "also Kaplan et al.'s 1.35" in row["evidence"]
 
 
 def test_power_comes_first(grids) -> None:
     """An interval that excludes 2 counts for nothing on a design whose simulated grids cannot tell the laws
     apart."""
-    analysis = grids["unpowered"]
-    assert not analysis["can_decide"] and analysis["fit"]["b_high"] < 2  # the interval alone would refute
+    reason = "it cannot tell b = 2 (paper) from b = 1.35 (kaplan) under the budget truth"
+    analysis = powered(grids["unpowered"], False, reason)
+    assert analysis["overhead_fit"]["b_high"] < 2  # the interval alone would refute
     row = memorisation(analysis)
     assert row["verdict"] == "not-testable" and "power first" in row["evidence"]
-    assert "(Kaplan et al.'s 1.35)" in row["evidence"] and "kaplan" not in row["evidence"]
+    assert "(Kaplan et al.'s 1.35)" in row["evidence"] and "(kaplan)" not in row["evidence"]
+
+
+def test_an_analysis_written_before_the_overhead_model_keeps_its_rule(grids) -> None:
+    """An analysis.json without ``overhead_fit`` (a record from before issue 38) is read by the pure law's rule."""
+    old = {key: value for key, value in grids["b1"].items() if key != "overhead_fit"}
+    assert primary_interval(old) == (old["fit"]["b_low"], old["fit"]["b_high"])
+    assert memorisation_verdict(old)[0] == ("refuted" if old["can_decide"] else "not-testable")
 
 
 def test_an_n_span_below_the_d_span_squared_is_not_testable(grids) -> None:
-    narrow = copy.deepcopy(grids["b1"])  # as if the grid's N spanned 40x only (power aside)
+    narrow = powered(grids["b1"])  # as if the grid's N spanned 40x only (power aside)
     narrow.update(n_span=40.0, n_span_covers_d_squared=False)
     row = memorisation(narrow)
     assert row["verdict"] == "not-testable" and "smaller than the square of its $D$ span" in row["evidence"]
@@ -198,9 +223,10 @@ def test_messages_become_report_words() -> None:
 def test_loading_keeps_a_memorisation_grid_out_of_the_scaling_sweeps(grids, tmp_path) -> None:
     """Issue 38, item 8: a memorisation grid's analysis is the memorisation rule's own file, never the sweep's."""
     exp = _facts_experiment()
-    write_json(layout.path(tmp_path, "memorisation_analysis", exp=exp.name), grids["b2"])
+    analysis = powered(grids["b2"])
+    write_json(layout.path(tmp_path, "memorisation_analysis", exp=exp.name), analysis)
     load_grid_analysis(exp, tmp_path)
-    assert exp.memorisation == grids["b2"] and exp.sweep is None
+    assert exp.memorisation == analysis and exp.sweep is None
     assert not layout.path(tmp_path, "sweep_analysis", exp=exp.name).exists()
     evidence = _evidence(exp)
     assert evidence.sweeps == {} and set(evidence.memorisation_grids) == {"memorisation"}
@@ -241,7 +267,7 @@ def test_build_routes_each_experiment_to_its_own_section(grids, monkeypatch, tmp
 
 @pytest.mark.parametrize("name", ["b2", "censored", "unfitted"])
 def test_the_section_renders_with_its_figures(grids, name, tmp_path) -> None:
-    analysis = grids[name]
+    analysis = powered(grids[name]) if name == "b2" else grids[name]
     exp = _facts_experiment(analysis)
     section = memorisation_section(exp, analysis, exp.manifest, tmp_path)
     text = "\n".join(section.paragraphs + section.tables)
@@ -256,7 +282,11 @@ def test_the_section_renders_with_its_figures(grids, name, tmp_path) -> None:
     if name == "b2":
         assert f"b = {analysis['fit']['b']:.3f}, 95% interval [" in text
         assert "true b" in text and "share excluding the paper's 2" in text
-        assert "The design can carry a verdict" in text and "Allen-Zhu & Li's about 2 bits" in text
+        assert "Allen-Zhu & Li's about 2 bits" in text
+        assert "**Storage boundary with an overhead (primary).** N_b(D) = N0 + c D^b" in text
+        assert "| true boundary | true b | N0 |" in text and "coverage (overhead fit)" in text
+        assert "bits per parameter at the margin" in text and "pure power law, no overhead (Firth)" in text
+        assert "The design can carry a verdict: calibrated (set by the test)" in text
         assert "interval rule's verdict" in text and "recall ≥ 0.8 counts as stored" in text
         assert "dash-dot vermillion line: the paper's 2" in section.figures[1][1]
         checks = [memorisation(analysis)]
@@ -267,6 +297,6 @@ def test_the_section_renders_with_its_figures(grids, name, tmp_path) -> None:
         assert "Memorisation (Sec. 5)" in page and "power paper" in markdown.lower()
     if name == "censored":
         assert "| 128 | 24 | 24 | 0 | below grid | - | - | < 780 |" in text
-        assert "The design can carry a verdict" in text  # the paper's 2 told from 1 and 1.35, as simulated
+        assert "**Power against the alternatives" in text
     if name == "unfitted":
         assert "Not fitted: storage boundary: every run stored" in text and "No joint fit" in section.figures[1][1]

@@ -112,3 +112,23 @@ def test_per_cell_noise_weighs_down_the_cells_whose_seeds_disagree() -> None:
     assert per_cell.chi2 < per_d.chi2 / 5
     assert bd.fit_boundary_exponent(cells, dict.fromkeys(noise, 10.0), per_cell=True).chi2 == pytest.approx(
         bd.fit_boundary_exponent(cells, dict.fromkeys(noise, 10.0)).chi2)
+
+
+def test_the_power_with_the_recorded_sweeps_misfit_cannot_tell_2_from_1() -> None:
+    """Issue 38: the recorded sweep's power simulation drew only from the model it fits ("calibrated", 100% of grids
+    tell 2 from 1); with the misfit the real grid shows added to every simulated cell, the interval is open and
+    tells nothing apart."""
+    import json
+
+    sweep = json.loads((ROOT / "docs" / "results" / "scaling.json").read_text())["sweep"]
+    cells = pd.DataFrame(sweep["cells"])
+    noise = {float(d): sd for d, sd in sweep["noise"].items()}
+    boundary = sweep["parametric_boundary"]
+    misfit = bd.fit_misfit(bd.fit_boundary_exponent(cells, noise), cells)
+    assert max(abs(v) for v in misfit.values()) > 2 * max(noise.values())  # beyond the seed noise at every D
+    power = bd.design_power(cells[["n_tokens", "n_params", "seed"]], noise, boundary["tolerance"],
+                            alpha=boundary["power"]["alpha"], exponents=(2.0,), n_sim=2, seed=1, misfit=misfit)
+    (row,) = power["by_b"]
+    assert row["excludes"]["hoffmann"] == 0.0 and power["truth"].endswith("misfit")
+    recorded = next(r for r in boundary["power"]["by_b"] if r["b"] == 2.0)
+    assert recorded["excludes"]["hoffmann"] >= 0.8  # under the fitted model alone it looked decisive

@@ -1,21 +1,24 @@
 """The paper's N = O(D^2) read as a statement about memorisation (Sec. 5 after eq. (13), resting on Assumption 1:
 the model stores its D training samples as patterns), tested where it can be measured directly: a memorisation
 grid (model sizes N x numbers of random facts D x seeds, each run trained until it recalls its facts or its
-exposure budget; :mod:`assocmem.memorisation`). Its storage boundary N_b(D) ∝ D^b is fitted by the sweep stage
-(Firth logistic regression of stored on log N - b log D, profile-likelihood interval) after a power simulation at
-the grid's own design; this module only reads that analysis.
+exposure budget; :mod:`assocmem.memorisation`). Its storage boundary N_b(D) = N0 + c D^b is fitted by the sweep stage
+(maximum likelihood, profile-likelihood intervals; the pure power law N_b ∝ D^b beside it) after a power
+simulation at the grid's own design; this module only reads that analysis.
 
 Verdict rule, fixed before any data (:func:`memorisation_verdict`):
 
 1. no memorisation grid in the run: not-testable, naming the command that runs one (:data:`GRID_COMMAND`);
 2. no boundary fit (every run stored, none did, or the fit is not of the model's form): not-testable, with the
    fit's reason;
-3. ``can_decide`` false (simulated grids of this design, with b = 1, 1.35 and 2, do not give calibrated intervals
-   that tell the laws apart): not-testable with the power reason. Power comes first: an unpowered design is never
-   refuted, whatever its interval;
+3. the design not powered (``alternatives_can_decide``: grids simulated at this design from a pure power law, a
+   power law plus a fixed overhead and a budget-limited boundary, each at b = 1, 1.35 and 2, do not give
+   calibrated intervals that tell the paper's 2 from the others): not-testable with the power reason. Power comes
+   first: an unpowered design is never refuted, whatever its interval;
 4. the grid's N span smaller than the square of its D span (a boundary of slope 2 would leave the grid):
    not-testable;
-5. else, on the 95% profile interval for b (:func:`interval_verdict`): refuted iff it excludes the paper's 2;
+5. else, on the 95% profile interval for b of the primary model (:func:`interval_verdict`; since issue 38 the
+   storage boundary with a fixed overhead, N_b = N0 + c D^b: a pure power law fitted where N0 is a large share of
+   N_b bends below 1 whatever the law, so it is a sensitivity row): refuted iff it excludes the paper's 2;
    reproduced iff it includes 2 and excludes both other laws (1: a fixed capacity per parameter, Allen-Zhu & Li;
    1.35 = 1/0.74: Kaplan et al.); otherwise not-testable (it includes 2 and another law).
 
@@ -31,6 +34,7 @@ import re
 from typing import Any
 
 from assocmem.memorisation import budget
+from assocmem.memorisation import power_alternatives as pa
 from assocmem.report import quotes
 from assocmem.report.claims.base import check_row, listing, yes_no
 from assocmem.report.claims.registry import Claim, Untestable, register
@@ -90,20 +94,35 @@ def interval_verdict(low: float, high: float, laws: dict[str, float]) -> tuple[s
                             + ": a larger or denser grid is needed to tell them apart")
 
 
+def primary_interval(analysis: dict[str, Any]) -> tuple[float, float] | None:
+    """The 95% interval for b that the verdict reads: the overhead model's (issue 38) where the analysis has one,
+    the pure power law's in an analysis written before it; None where the primary fit failed."""
+    fit = analysis["overhead_fit"] if "overhead_fit" in analysis else analysis.get("fit")
+    return None if fit is None else (fit["b_low"], fit["b_high"])
+
+
+def _power_gate(analysis: dict[str, Any]) -> tuple[bool, str]:
+    if "overhead_fit" in analysis:
+        return analysis["alternatives_can_decide"], analysis["alternatives_reason"]
+    return analysis["can_decide"], analysis["power_reason"]
+
+
 def memorisation_verdict(analysis: dict[str, Any]) -> tuple[str, str]:
     """Steps 2-5 of the module's rule on one memorisation grid's analysis (step 1, no grid, is the caller's)."""
-    if analysis.get("fit") is None:
-        return "not-testable", f"no storage boundary fit: {in_words(analysis.get('reason', 'no reason given'))}"
+    interval = primary_interval(analysis)
+    if interval is None:
+        reason = analysis.get("overhead_reason", analysis.get("reason", "no reason given"))
+        return "not-testable", f"no storage boundary fit: {in_words(reason)}"
     laws = analysis["laws"]
-    if not analysis["can_decide"]:
-        return "not-testable", ("the design cannot carry a verdict (power first): "
-                                + in_words(analysis["power_reason"], laws))
+    decide, why = _power_gate(analysis)
+    if not decide:
+        return "not-testable", ("the design cannot carry a verdict (power first, against a pure power law, a fixed "
+                                "overhead and a budget-limited boundary): " + in_words(why, laws))
     if not analysis["n_span_covers_d_squared"]:
         return "not-testable", (f"the grid's $N$ span ({analysis['n_span']:.3g}×) is smaller than the square of its "
                                 f"$D$ span ({analysis['d_span']:.3g}×, squared {analysis['d_span'] ** 2:.3g}×): a "
                                 "boundary of slope 2 would leave the grid")
-    fit = analysis["fit"]
-    return interval_verdict(fit["b_low"], fit["b_high"], laws)
+    return interval_verdict(*interval, laws)
 
 
 def sensitivity_verdicts(analysis: dict[str, Any]) -> list[dict[str, Any]]:
@@ -132,6 +151,18 @@ def fragility(analysis: dict[str, Any]) -> tuple[list[str], list[str]]:
     return changed, unfitted
 
 
+def _fragility_sentence(analysis: dict[str, Any]) -> str:
+    changed, unfitted = fragility(analysis)
+    text = ""
+    if changed:
+        text += " Fragile: the interval rule gives another verdict under " + "; ".join(changed) + "."
+    elif len(analysis.get("sensitivity", [])) > 1:
+        text += " Robust: the interval rule gives the same verdict under every sensitivity row that has a fit."
+    if unfitted:
+        text += " No fit under: " + listing(unfitted) + "."
+    return text
+
+
 def _power_sentence(analysis: dict[str, Any]) -> str:
     power, laws = analysis["power"], analysis["laws"]
     coverage = ", ".join(f"{row['coverage']:.0%} at $b={row['b']:.3g}$" for row in power["by_b"])
@@ -157,14 +188,37 @@ def _bits_sentence(analysis: dict[str, Any]) -> str:
 
 
 def _laws_sentence(analysis: dict[str, Any]) -> str:
-    verdict, laws = analysis["law_verdict"], analysis["laws"]
-    sentence = (f"Laws inside the interval: {listing([law_name(n, laws) for n in verdict['supported']], 'none')}; "
-                f"excluded: {listing([law_name(n, laws) for n in verdict['excluded']], 'none')}.")
-    if not analysis.get("tells_every_law_apart", True):
+    laws = analysis["laws"]
+    low, high = primary_interval(analysis)
+    inside = [name for name, b in laws.items() if low <= b <= high]
+    outside = [name for name in laws if name not in inside]
+    sentence = (f"Laws inside the interval: {listing([law_name(n, laws) for n in inside], 'none')}; "
+                f"excluded: {listing([law_name(n, laws) for n in outside], 'none')}.")
+    every, every_reason = ((analysis.get("alternatives_tell_every_law_apart", True),
+                            analysis.get("alternatives_every_law_reason", "")) if "overhead_fit" in analysis else
+                           (analysis.get("tells_every_law_apart", True), analysis.get("every_law_reason", "")))
+    if analysis.get("alternatives_can_decide", analysis.get("can_decide")) and not every:
         sentence += (" The verdict on the paper needs only its 2 told from 1 and from 1.35; this design cannot also "
-                     f"tell 1 from 1.35 ({in_words(analysis['every_law_reason'], laws)}), so which of those two the "
+                     f"tell 1 from 1.35 ({in_words(every_reason, laws)}), so which of those two the "
                      "interval keeps is no finding.")
     return sentence
+
+
+def _alternatives_sentence(analysis: dict[str, Any]) -> str:
+    """The power against the three truths, in one sentence: each family's worst coverage and the pure law's."""
+    power = analysis.get("alternatives")
+    if power is None:
+        return f"No power against the alternatives: {in_words(analysis['alternatives_reason'])}."
+    parts = []
+    for family in pa.FAMILIES:
+        rows = [row for row in power["rows"] if row["family"] == family]
+        if rows:
+            parts.append(f"{pa.FAMILY_LABELS[family]}: coverage "
+                         + ", ".join(f"{row['overhead']['coverage']:.0%}" for row in rows)
+                         + " (the pure power law's fit: "
+                         + ", ".join(f"{row['pure']['coverage']:.0%}" for row in rows) + ")")
+    return (f"Power against the alternatives ({power['n_sim']} grids per truth at this design, each truth at "
+            "$b=1$, 1.35 and 2 fitted to this grid): " + "; ".join(parts) + ".")
 
 
 def _numbers(analysis: dict[str, Any]) -> dict[str, Any]:
@@ -174,16 +228,36 @@ def _numbers(analysis: dict[str, Any]) -> dict[str, Any]:
         "n_span_covers_d_squared": analysis["n_span_covers_d_squared"], "threshold": analysis["threshold"],
         "stop_at_recall": analysis["stop_at_recall"], "bits_per_fact": analysis["bits_per_fact"], **LAW_NUMBERS}
     fit = analysis.get("fit")
-    if fit is None:
-        return numbers
+    if fit is not None:
+        numbers.update(_pure_numbers(analysis, fit, "pure_" if "overhead_fit" in analysis else ""))
+    overhead = analysis.get("overhead_fit")
+    if overhead is not None:
+        numbers.update({key: overhead[key] for key in ("b", "b_low", "b_high", "n0", "n0_low", "n0_high", "c",
+                                                       "c_low", "c_high", "k")})
+        numbers["can_decide"] = analysis["alternatives_can_decide"]
+        for row in overhead["margin"]:
+            numbers[f"bits_margin_d{row['n_facts']:.0f}"] = row["bits_per_param_margin"]
+        tag = {name: name.replace("_", "") for name in analysis["laws"]}
+        for row in (analysis.get("alternatives") or {}).get("rows", []):
+            key = f"alt_{row['family']}_{tag[row['law']]}"
+            for model in ("overhead", "pure"):
+                numbers[f"{key}.{model}_coverage"] = row[model]["coverage"]
+                numbers.update({f"{key}.{model}_excludes_{tag[name]}": share
+                                for name, share in row[model]["excludes"].items()})
+    return numbers
+
+
+def _pure_numbers(analysis: dict[str, Any], fit: dict[str, Any], prefix: str) -> dict[str, Any]:
+    """The pure power law's numbers (the primary of an analysis written before issue 38), under ``prefix``."""
     bits = analysis["bits_per_param"]
-    numbers.update({"b": fit["b"], "b_low": fit["b_low"], "b_high": fit["b_high"], "k": fit["k"],
-                    "d_ref": fit["d_ref"], "bits_per_param": bits["value"], "bits_per_param_low": bits["low"],
-                    "bits_per_param_high": bits["high"], "can_decide": analysis["can_decide"],
-                    "power_sims": analysis["power"]["n_sim"]})
+    numbers = {"b": fit["b"], "b_low": fit["b_low"], "b_high": fit["b_high"], "k": fit["k"], "d_ref": fit["d_ref"],
+               "bits_per_param": bits["value"], "bits_per_param_low": bits["low"],
+               "bits_per_param_high": bits["high"], "can_decide": analysis["can_decide"],
+               "power_sims": analysis["power"]["n_sim"]}
+    numbers = {prefix + key: value for key, value in numbers.items()}
     tag = {name: name.replace("_", "") for name in analysis["laws"]}  # 'power_allenzhu.coverage'
     for row in analysis["power"]["by_b"]:
-        key = f"power_{tag[row['law']]}" if row.get("law") in tag else f"power_b{row['b']:.3g}"
+        key = f"{prefix}power_{tag[row['law']]}" if row.get("law") in tag else f"{prefix}power_b{row['b']:.3g}"
         numbers.update({f"{key}.coverage": row["coverage"], f"{key}.mean_b": row["mean_b"],
                         f"{key}.median_width": row["median_width"],
                         **{f"{key}.excludes_{tag[name]}": row["excludes"].get(name, math.nan)
@@ -217,6 +291,16 @@ def no_grid() -> Untestable:
          "budget_grid_weakest_exclusion": record["weakest"]["excluded"], "budget_grid_k": record["k"], **LAW_NUMBERS})
 
 
+_PURE_METHOD = ("The storage boundary $N_b(D)\\propto D^b$ fitted by Firth logistic regression of stored on "
+                "$\\log N - b\\log D$ with a profile-likelihood interval, after a power simulation at the same "
+                "design (`assocmem.memorisation`).")
+_OVERHEAD_METHOD = ("The storage boundary $N_b(D)=N_0+cD^b$ fitted by maximum likelihood (logit $P$(stored) "
+                    "$=k(\\log N-\\log N_b(D))$) with profile-likelihood intervals, the pure power law "
+                    "$N_b\\propto D^b$ (Firth) beside it as a sensitivity row, after a power simulation at the same "
+                    "design against a pure power law, a fixed overhead and a budget-limited boundary "
+                    "(`assocmem.memorisation`).")
+
+
 def memorisation(analysis: dict[str, Any]) -> dict[str, Any]:
     """The check row of one memorisation grid's analysis (:mod:`assocmem.memorisation.analysis`), by the module's
     rule."""
@@ -226,13 +310,13 @@ def memorisation(analysis: dict[str, Any]) -> dict[str, Any]:
               f"{analysis['seeds']} seeds")
     computed = (f"A memorisation grid of {design}, each trained until it recalled {analysis['stop_at_recall']:.0%} "
                 f"of its facts or its exposure budget; a run counts as stored at a recall of at least "
-                f"{analysis['threshold']:.0%}. The storage boundary $N_b(D)\\propto D^b$ fitted by Firth logistic "
-                "regression of stored on $\\log N - b\\log D$ with a profile-likelihood interval, after a power "
-                "simulation at the same design (`assocmem.memorisation`).")
+                f"{analysis['threshold']:.0%}. " + (_OVERHEAD_METHOD if "overhead_fit" in analysis else _PURE_METHOD))
     fit = analysis.get("fit")
-    if fit is None:
+    if primary_interval(analysis) is None:
         return check_row("memorisation", computed, _numbers(analysis), verdict, reason[0].upper() + reason[1:] + ".",
                          "data", ours_tex=r"Not measured: the grid has no storage boundary fit.", limits=LIMITS)
+    if "overhead_fit" in analysis:
+        return _overhead_row(analysis, computed, verdict, reason)
     laws = analysis["laws"]
     by_interval = analysis["can_decide"] and analysis["n_span_covers_d_squared"]  # else the reason is a gate's
     evidence = (f"Storage boundary exponent $b={fit['b']:.2f}$"
@@ -242,18 +326,44 @@ def memorisation(analysis: dict[str, Any]) -> dict[str, Any]:
                 + f" carry a verdict: {in_words(analysis['power_reason'], laws)}. $N$ span {analysis['n_span']:.3g}× "
                 f"against $D$ span squared {analysis['d_span'] ** 2:.3g}× (covered: "
                 f"{yes_no(analysis['n_span_covers_d_squared'])}). {_bits_sentence(analysis)}")
-    changed, unfitted = fragility(analysis)
-    if changed:
-        evidence += " Fragile: the interval rule gives another verdict under " + "; ".join(changed) + "."
-    elif len(analysis.get("sensitivity", [])) > 1:
-        evidence += " Robust: the interval rule gives the same verdict under every sensitivity row that has a fit."
-    if unfitted:
-        evidence += " No fit under: " + listing(unfitted) + "."
+    evidence += _fragility_sentence(analysis)
     ours = (r"Measured: $N_b\propto D^b$ with $b=" + f"{fit['b']:.2f}" + r"$, 95\% interval $["
             + ", ".join(f"{v:.2f}" if math.isfinite(v) else (r"-\infty" if v < 0 else r"\infty")
                         for v in (fit["b_low"], fit["b_high"]))
             + r"]$ (the paper: $b=2$; Kaplan et al.: 1.35; a fixed capacity per parameter: 1); "
             + f"{analysis['bits_per_param']['value']:.2f} bits per parameter at the boundary.")
+    return check_row("memorisation", computed, _numbers(analysis), verdict, evidence, "data", ours_tex=ours,
+                     limits=LIMITS)
+
+
+def _tex_interval(low: float, high: float, fmt: str = "{:.2f}") -> str:
+    return "[" + ", ".join(fmt.format(v) if math.isfinite(v) else (r"-\infty" if v < 0 else r"\infty")
+                           for v in (low, high)) + "]"
+
+
+def _overhead_row(analysis: dict[str, Any], computed: str, verdict: str, reason: str) -> dict[str, Any]:
+    """The row of an analysis with the overhead model as its primary (issue 38)."""
+    fit, pure = analysis["overhead_fit"], analysis.get("fit")
+    largest = fit["margin"][-1]
+    evidence = (f"Storage boundary $N_b=N_0+cD^b$: $b={fit['b']:.2f}$, 95% interval "
+                f"{_interval(fit['b_low'], fit['b_high'])}; $N_0={fit['n0']:,.0f}$ "
+                f"[{fit['n0_low']:,.0f}, {fit['n0_high']:,.0f}] parameters; $c={fit['c']:.3g}$: {reason}. "
+                f"{_laws_sentence(analysis)} {_alternatives_sentence(analysis)} $N$ span {analysis['n_span']:.3g}× "
+                f"against $D$ span squared {analysis['d_span'] ** 2:.3g}× (covered: "
+                f"{yes_no(analysis['n_span_covers_d_squared'])}). Bits per parameter at the margin "
+                f"({analysis['bits_per_fact']:g} bits per fact over $dN_b/dD$, the parameters the next fact costs) at "
+                f"$D={largest['n_facts']:,.0f}$: "
+                f"{largest['bits_per_param_margin']:.2f} {_interval(largest['low'], largest['high'])}, "
+                + ("consistent with" if largest["low"] <= ALLEN_ZHU_BITS_PER_PARAM <= largest["high"] else "unlike")
+                + f" Allen-Zhu & Li's about {ALLEN_ZHU_BITS_PER_PARAM:g} bits per parameter.")
+    if pure is not None:
+        evidence += (f" The pure power law $N_b\\propto D^b$ (a sensitivity row): $b={pure['b']:.2f}$ "
+                     f"{_interval(pure['b_low'], pure['b_high'])}, biased low where the overhead is a large share "
+                     "of $N_b$.")
+    evidence += _fragility_sentence(analysis)
+    ours = (r"Measured: $N_b=N_0+cD^b$ with $b=" + f"{fit['b']:.2f}" + r"$, 95\% interval $"
+            + _tex_interval(fit["b_low"], fit["b_high"]) + r"$, $N_0=" + f"{fit['n0']:,.0f}".replace(",", "{,}")
+            + r"$ (the paper: $b=2$; Kaplan et al.: 1.35; a fixed capacity per parameter: 1).")
     return check_row("memorisation", computed, _numbers(analysis), verdict, evidence, "data", ours_tex=ours,
                      limits=LIMITS)
 

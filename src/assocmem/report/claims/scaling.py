@@ -178,6 +178,7 @@ def _sweep_numbers(analysis: dict[str, Any], parametric: dict[str, Any], floor: 
         "paper_b": parametric["laws"]["paper"], "kaplan_b": parametric["laws"]["kaplan"],
         "hoffmann_b": parametric["laws"]["hoffmann"], "grid_reach_b": parametric["grid_reach"],
         "power_sims": power["n_sim"], "power_alpha": power["alpha"], "can_detect_b2": parametric["can_detect"],
+        "can_detect_b2_with_misfit": parametric.get("can_detect_with_misfit"),
         "boundary_inside_grid_at_d_values": sum(parametric["in_grid"]),
         "threshold_slope": analysis["boundary"]["slope"], "threshold_slope_ci_low": analysis["boundary_slope_ci"][0],
         "threshold_slope_ci_high": analysis["boundary_slope_ci"][1],
@@ -236,6 +237,14 @@ def scaling_sweep(analysis: dict[str, Any], floor: float | None) -> dict[str, An
                 f"({parametric['power']['n_sim']} simulated grids per $b$): coverage {coverage}; calibrated for "
                 + (f"$b\\in[{detectable[0]:g}, {detectable[1]:g}]$" if detectable else "none of the simulated values")
                 + f"; a centred boundary stays inside the grid for $b$ up to {parametric['grid_reach']:.2f}.")
+    if "power_misfit" in parametric:
+        misfit = parametric["power_misfit"]
+        evidence += (f" With the misfit this grid shows added to every simulated cell ({misfit['n_sim']} grids per "
+                     "$b$): coverage " + ", ".join(f"{row['coverage']:.0%} at $b={row['b']:g}$" for row in
+                                                   misfit["by_b"])
+                     + "; " + ("it still tells 2 from 1." if parametric["can_detect_with_misfit"] else
+                               "it cannot tell 2 from 1, so the calibration above describes the model, not the "
+                               "data."))
     if fragile:
         evidence += " Fragile: under " + "; ".join(fragile) + "."
     evidence += (f" Threshold estimator (descriptive, not calibrated): slope {analysis['boundary']['slope']:.2f}, "

@@ -1,0 +1,126 @@
+"""A memorisation design that decides, stated before it runs (issue 38, item 4): config/memorisation_decisive.yaml,
+a column of 8,192 and 16,384 facts on 12 model sizes from about 27,000 to 2.6M parameters (1.5× steps) × 3 seeds,
+analysed together with the 96 recorded runs of config/memorisation.yaml (128-1,024 facts). The small-D runs pin
+the overhead N0; the new column puts the boundary where the laws are far apart (at 16,384 facts the overhead
+truths fitted to the record put it near 64,000 parameters for b = 1 and near 0.9M for b = 2).
+
+``compute`` simulates its power against the three truths of :mod:`assocmem.memorisation.power_alternatives`
+(each fitted to the recorded grid) and estimates its cost: steps per run from the exposure budget (a run below the
+boundary trains its whole budget, one above it the share of its budget that the recorded stored runs used), CPU
+seconds per step from the record's own per-run times (linear in N, one thread; extrapolated ~45× beyond the
+largest recorded model, so a rough guide), GPU seconds per step from /work/shared/gpu/README.md (5.76 ms for a small
+model's eager step on an H200; 16 processes at once give 5.0× the throughput). Written, not run:
+
+    python -m assocmem.memorisation.decisive   # writes docs/results/memorisation_decisive_power.json
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import re
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from assocmem.io import read_json, write_json
+from assocmem.memorisation import boundary as mb
+from assocmem.memorisation import power_alternatives as pa
+from assocmem.memorisation.cells import stored_at
+
+ROOT = Path(__file__).resolve().parents[3]
+SOURCE = ROOT / "docs" / "results" / "memorisation.json"
+RECORD = ROOT / "docs" / "results" / "memorisation_decisive_power.json"
+CONFIG = ROOT / "config" / "memorisation_decisive.yaml"
+# the 12 model sizes of config/memorisation_decisive.yaml (2 layers, 4 heads, d_model 32 ... 328; vocabulary 37)
+N_PARAMS = (26976, 41400, 58896, 103104, 159600, 228384, 354600, 508464, 756624, 1135944, 1692504, 2606616)
+N_FACTS = (8192, 16384)
+SEEDS = 3
+EXPOSURES = 1000
+BATCH = 64
+SIMULATIONS = 50
+SEED = 38
+GPU_STEP_S = 5.76e-3  # /work/shared/gpu/README.md: the default's L4 step, eager, one H200
+GPU_CONCURRENCY_GAIN = 5.0  # 16 processes at once: 866 against 174 replica-steps/s
+_TRAIN_LINE = re.compile(r"assocmem: train (M\d)(?:\.s\d)?/(\S+): .* after (\d+) steps in ([\d.]+) s")
+
+
+def recorded_runs() -> pd.DataFrame:
+    memo = read_json(SOURCE)["memorisation"]
+    return stored_at(pd.DataFrame(memo["runs"]), memo["threshold"])
+
+
+def design(recorded: pd.DataFrame) -> pd.DataFrame:
+    """The recorded runs' design and the new column."""
+    column = pd.DataFrame([(n, d, s) for n in N_PARAMS for d in N_FACTS for s in range(SEEDS)],
+                          columns=["n_params", "n_facts", "seed"])
+    return pd.concat([recorded[["n_params", "n_facts", "seed"]], column], ignore_index=True)
+
+
+def cpu_step_model() -> tuple[float, float]:
+    """(seconds per step at N = 0, seconds per step per parameter): a line through the record's per-run times."""
+    rec = read_json(SOURCE)
+    sizes = {run["label"]: run["n_params"] for run in rec["memorisation"]["runs"]}
+    points = [(sizes[m.group(1)], float(m.group(4)) / int(m.group(3)))
+              for line in rec["stage_lines"] if (m := _TRAIN_LINE.match(line))]
+    n, seconds = np.array(points).T
+    slope, intercept = np.polyfit(n, seconds, 1)
+    return float(intercept), float(slope)
+
+
+def _stored_share(recorded: pd.DataFrame) -> float:
+    stored = recorded[recorded["stored"]]
+    return float(np.median(stored["steps"] / stored["max_steps"]))
+
+
+def cost(recorded: pd.DataFrame, truth_set: dict[str, Any]) -> dict[str, Any]:
+    """Steps, CPU hours (2 cores: two runs at a time) and GPU hours of the new column, per overhead truth."""
+    intercept, slope = cpu_step_model()
+    share = _stored_share(recorded)
+    column = design(recorded).iloc[len(recorded):]
+    budget = EXPOSURES * column["n_facts"].to_numpy(float) / BATCH
+    rows = []
+    for truth in (t for t in truth_set["rows"] if t["family"] == "overhead"):
+        log_nb = pa._seen_boundary(truth, np.log(column["n_facts"].to_numpy(float)), truth_set["log_d_ref"])
+        below = np.log(column["n_params"].to_numpy(float)) < log_nb
+        steps = np.where(below, budget, share * budget)
+        cpu_s = steps * (intercept + slope * column["n_params"].to_numpy(float))
+        rows.append({"law": truth["law"], "b": truth["b"], "n_b_16384": float(np.exp(log_nb.max())),
+                     "runs_below_boundary": int(below.sum()), "steps": float(steps.sum()),
+                     "cpu_hours_2_cores": float(cpu_s.sum() / 2 / 3600),
+                     "gpu_hours_one_process": float(steps.sum() * GPU_STEP_S / 3600),
+                     "gpu_hours_16_processes": float(steps.sum() * GPU_STEP_S / GPU_CONCURRENCY_GAIN / 3600)})
+    return {"cpu_step_s_intercept": intercept, "cpu_step_s_per_param": slope, "stored_share_of_budget": share,
+            "budget_steps": {str(d): EXPOSURES * d / BATCH for d in N_FACTS}, "gpu_step_s": GPU_STEP_S,
+            "gpu_concurrency_gain": GPU_CONCURRENCY_GAIN, "by_truth": rows}
+
+
+def compute(n_sim: int = SIMULATIONS) -> dict[str, Any]:
+    recorded = recorded_runs()
+    truth_set = pa.truths(recorded)
+    started = time.monotonic()
+    power = pa.design_power(design(recorded), truth_set, n_sim=n_sim, seed=SEED)
+    decide, reason = pa.can_decide(power, mb.PAPER_PAIRS)
+    every, every_reason = pa.can_decide(power)
+    return {"config": "config/memorisation_decisive.yaml", "with_recorded_runs": len(recorded),
+            "n_params": list(N_PARAMS), "n_facts": list(N_FACTS), "seeds": SEEDS, "new_runs": len(N_PARAMS) *
+            len(N_FACTS) * SEEDS, "n_sim": n_sim, "seed": SEED, "simulation_s": round(time.monotonic() - started, 1),
+            "can_decide": decide, "reason": reason, "tells_every_law_apart": every, "every_law_reason": every_reason,
+            "power": power, "cost": cost(recorded, truth_set)}
+
+
+def _commit() -> str:
+    """The checkout's commit, with '+changes' where its tracked files differ from it."""
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    dirty = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", "src"], cwd=ROOT).returncode != 0
+    return head.stdout.strip() + ("+changes" if dirty else "")
+
+
+if __name__ == "__main__":
+    write_json(RECORD, {"commit": _commit(), "date": datetime.date.today().isoformat(), **compute()})
+    result = json.loads(RECORD.read_text())
+    print(f"decisive design: {'decides' if result['can_decide'] else 'does not decide'}: {result['reason']}")

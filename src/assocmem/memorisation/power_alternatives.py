@@ -1,0 +1,169 @@
+"""Power of a memorisation design against the truths a referee names (issue 38, item 1), not only the model it fits.
+
+Truths, each at every law's b (1, 1.35, 2), all fitted to a recorded grid so their boundaries sit where the data
+put them:
+
+- ``pure``: N_b = c D^b (no overhead), c and the sharpness k at the profile maximum with N0 = 0;
+- ``overhead``: N_b = N0 + c D^b, N0, c and k at the profile maximum at that b;
+- ``budget``: the overhead truth is the capacity boundary, but the grid sees a boundary moved up by the exposure
+  budget: log N_seen(D) = log N_b(D) + δ0 + δ1 (log D - log D_ref), (δ0, δ1) the linear fit in log D of the shift
+  between the boundary within half the budget and at the full budget in the record (the next doubling of the
+  budget assumed to move it as much as the last). The truth is the capacity b.
+
+Each simulated grid is fitted twice: by the overhead model (:mod:`assocmem.memorisation.boundary_overhead`; its
+b interval read through the profile gap at the truth and at each law) and by the pure power law
+(:mod:`assocmem.memorisation.boundary`). A design decides (``can_decide``) only if the overhead model's interval
+covers the truth in >= 90% of grids under every truth and the wrong law of ``pairs`` is excluded in >= 80%.
+"""
+
+from __future__ import annotations
+
+from itertools import permutations
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import special
+
+from assocmem.errors import AssocmemError
+from assocmem.memorisation import boundary as mb
+from assocmem.memorisation import boundary_overhead as bo
+
+FAMILIES = ("pure", "overhead", "budget")
+FAMILY_LABELS = {"pure": "pure power law (no overhead)", "overhead": "power law plus a fixed overhead",
+                 "budget": "overhead, boundary moved by the exposure budget"}
+MIN_COVERAGE = mb.MIN_COVERAGE
+MIN_POWER = mb.MIN_POWER
+
+
+def _two_fixed(values: dict[int, float]) -> bo.Mapping:
+    keep = [i for i in range(4) if i not in values]
+    jac = np.eye(4)[:, keep]
+
+    def mapping(free: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        phi = np.zeros(4)
+        phi[keep] = free
+        for index, value in values.items():
+            phi[index] = value
+        return phi, jac
+
+    return mapping
+
+
+def _budget_shift(runs: pd.DataFrame, log_d_ref: float) -> tuple[float, float]:
+    """(δ0, δ1): the half-budget boundary minus the full-budget one, linear in log D - log D_ref."""
+    if "stored_at_half_budget" not in runs.columns:
+        return 0.0, 0.0
+    full = bo.fit_overhead(runs)
+    half = bo.fit_overhead(runs.assign(stored=runs["stored_at_half_budget"]))
+    z = np.log(np.unique(runs["n_facts"].to_numpy(float))) - log_d_ref
+    shift = bo.log_boundary(half.phi, z) - bo.log_boundary(full.phi, z)  # same runs, same D_ref
+    slope, intercept = np.polyfit(z, shift, 1) if z.size > 1 else (0.0, float(shift[0]))
+    return float(intercept), float(slope)
+
+
+def truths(runs: pd.DataFrame) -> dict[str, Any]:
+    """Every family's truth at every law, fitted to ``runs`` (φ in the record's D_ref; shift (δ0, δ1))."""
+    fit = bo.fit_overhead(runs)
+    data = fit.data
+    shift = _budget_shift(runs, data.log_d_ref)
+    no_overhead = float(data.x.min()) - bo.OVERHEAD_FLOOR
+    rows = []
+    for law, b in mb.LAWS.items():
+        _, overhead = bo.profile_b(data, b, fit.phi)
+        start = [np.array([fit.phi[0], float(bo.log_boundary(fit.phi, np.zeros(1))[0])])]
+        _, pure = bo._profile(data, _two_fixed({1: no_overhead, 3: b}), start, [data.bounds[0], data.bounds[2]])
+        for family, phi in (("pure", pure), ("overhead", overhead), ("budget", overhead)):
+            rows.append({"family": family, "law": law, "b": b, "phi": [float(v) for v in phi],
+                         "n0": float(np.exp(phi[1])) if family != "pure" else 0.0,
+                         "c": float(np.exp(phi[2] - b * data.log_d_ref)), "k": float(np.exp(phi[0])),
+                         "shift": list(shift) if family == "budget" else [0.0, 0.0]})
+    return {"log_d_ref": data.log_d_ref, "budget_shift": list(shift), "rows": rows}
+
+
+def _seen_boundary(truth: dict[str, Any], log_d: np.ndarray, log_d_ref: float) -> np.ndarray:
+    z = log_d - log_d_ref
+    delta0, delta1 = truth["shift"]
+    return bo.log_boundary(np.asarray(truth["phi"]), z) + delta0 + delta1 * z
+
+
+def simulate(design: pd.DataFrame, truth: dict[str, Any], log_d_ref: float, rng: np.random.Generator
+             ) -> pd.DataFrame:
+    log_n, log_d = np.log(design["n_params"].to_numpy(float)), np.log(design["n_facts"].to_numpy(float))
+    p = special.expit(truth["k"] * (log_n - _seen_boundary(truth, log_d, log_d_ref)))
+    return design.assign(stored=rng.random(len(design)) < p)
+
+
+def _one_grid(runs: pd.DataFrame, truth: dict[str, Any], log_d_ref: float) -> tuple[np.ndarray, np.ndarray]:
+    """(b̂, covers, excludes per law) for the overhead fit and the pure fit; NaN rows where a fit fails."""
+    laws = list(mb.LAWS.values())
+    overhead = np.full(2 + len(laws), np.nan)
+    pure = np.full(2 + len(laws), np.nan)
+    try:
+        data = bo.data_of(runs)
+    except AssocmemError:
+        return overhead, pure
+    start = np.asarray(truth["phi"], dtype=float).copy()
+    start[2] += truth["b"] * (log_d_ref - data.log_d_ref)  # m at this design's D_ref
+    value, phi = bo.maximise(data, [start])
+    gap = np.array([bo.gap_b(data, value, b, phi)[0] for b in (truth["b"], *laws)])
+    gap = gap - min(0.0, float(gap.min()))  # a profile above the fit: the fit had stopped short of its maximum
+    overhead[:] = [phi[3], gap[0] <= bo.THRESHOLD, *(gap[1:] > bo.THRESHOLD)]
+    try:
+        _, b_hat, low, high = mb._b_fit(mb._runs_grid(runs, "power"))
+        pure[:] = [b_hat, low <= truth["b"] <= high, *((np.array(laws) < low) | (np.array(laws) > high))]
+    except AssocmemError:
+        pass
+    return overhead, pure
+
+
+def _summary(results: np.ndarray, truth_law: str) -> dict[str, Any]:
+    ok = ~np.isnan(results[:, 0])
+    n_sim = len(results)
+    return {"coverage": float(np.nansum(results[:, 1]) / n_sim),
+            "median_b": float(np.median(results[ok, 0])) if ok.any() else float("nan"),
+            "failed": float(1 - ok.mean()),
+            "excludes": {law: float(np.nansum(results[:, 2 + i]) / n_sim)
+                         for i, law in enumerate(mb.LAWS) if law != truth_law}}
+
+
+def design_power(design: pd.DataFrame, truth_set: dict[str, Any], *, n_sim: int, seed: int,
+                 families: tuple[str, ...] = FAMILIES) -> dict[str, Any]:
+    """Per truth (family × law): the overhead and pure fits' coverage, median b̂, failed share and exclusions."""
+    if n_sim < 1:
+        raise AssocmemError(f"power against the alternatives: n_sim must be >= 1, got {n_sim}")
+    rng = np.random.default_rng(seed)
+    rows = []
+    for truth in (t for t in truth_set["rows"] if t["family"] in families):
+        results = [_one_grid(simulate(design, truth, truth_set["log_d_ref"], rng), truth, truth_set["log_d_ref"])
+                   for _ in range(n_sim)]
+        overhead, pure = (np.array([r[i] for r in results]) for i in (0, 1))
+        rows.append({"family": truth["family"], "law": truth["law"], "b": truth["b"], "n0": truth["n0"],
+                     "c": truth["c"], "k": truth["k"], "shift": truth["shift"],
+                     "overhead": _summary(overhead, truth["law"]), "pure": _summary(pure, truth["law"])})
+    return {"n_sim": n_sim, "seed": seed, "level": bo.LEVEL, "budget_shift": truth_set["budget_shift"],
+            "runs": len(design), "rows": rows}
+
+
+def can_decide(power: dict[str, Any], pairs: tuple[tuple[str, str], ...] | None = None,
+               model: str = "overhead") -> tuple[bool, str]:
+    """Coverage >= 90% under every truth and, for every (true, other) of ``pairs`` (default all ordered pairs of
+    laws), the other excluded in >= 80% of the grids of each family; the reason names the weakest number."""
+    rows = power["rows"]
+    worst = min(rows, key=lambda r: r[model]["coverage"])
+    if worst[model]["coverage"] < MIN_COVERAGE:
+        return False, (f"its interval is not calibrated: coverage {worst[model]['coverage']:.0%} under the "
+                       f"{FAMILY_LABELS[worst['family']]} truth at b = {worst['b']:.3g} (needed {MIN_COVERAGE:.0%}) "
+                       f"in {power['n_sim']} simulated grids")
+    wanted = pairs or tuple(permutations(mb.LAWS, 2))
+    weakest = min(((r, other) for r in rows for true, other in wanted if r["law"] == true),
+                  key=lambda item: item[0][model]["excludes"][item[1]])
+    row, other = weakest
+    share = row[model]["excludes"][other]
+    if share < MIN_POWER:
+        return False, (f"it cannot tell b = {row['b']:.3g} ({row['law']}) from b = {mb.LAWS[other]:.3g} ({other}) "
+                       f"under the {FAMILY_LABELS[row['family']]} truth: its interval excludes "
+                       f"{mb.LAWS[other]:.3g} in {share:.0%} of grids (needed {MIN_POWER:.0%})")
+    return True, (f"calibrated (coverage >= {worst[model]['coverage']:.0%} under every truth) and able to tell the "
+                  f"laws apart: the weakest, {row['law']} against {other} under the "
+                  f"{FAMILY_LABELS[row['family']]} truth, excluded in {share:.0%} of simulated grids")
