@@ -29,6 +29,8 @@ def swapped_in(out_dir: Path) -> Iterator[Path]:
     """A fresh directory to build the report in; on success it replaces ``out_dir`` (the previous report stays
     whole until then), on failure it is removed and ``out_dir`` is left as it was."""
     out_dir.parent.mkdir(parents=True, exist_ok=True)
+    for left in [*out_dir.parent.glob(f".{out_dir.name}.*.tmp"), *out_dir.parent.glob(f".{out_dir.name}.*.old")]:
+        shutil.rmtree(left, ignore_errors=True)  # a build killed with SIGKILL (one report job runs at a time)
     stage = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".tmp", dir=out_dir.parent))
     try:
         yield stage

@@ -72,9 +72,11 @@ def test_the_report_is_swapped_in_whole_or_not_at_all(tmp_path) -> None:
         write_report(stage, "half")
         raise KeyboardInterrupt
     assert (out / "index.html").read_text() == "old" and sorted(p.name for p in out.parent.iterdir()) == ["report"]
+    killed = out.parent / ".report.abc123.tmp"  # what a build killed with SIGKILL leaves
+    write_report(killed, "half")
     with swapped_in(out) as stage:
         write_report(stage, "new")
-    assert (out / "figures" / "a.png").read_text() == "new" and len(list(out.parent.iterdir())) == 1
+    assert (out / "figures" / "a.png").read_text() == "new" and list(out.parent.iterdir()) == [out]
 
 
 def test_a_report_job_that_did_not_finish_leaves_the_previous_report_dated_1970(tmp_path) -> None:
