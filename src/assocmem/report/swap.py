@@ -1,7 +1,7 @@
 """The report is replaced whole or not at all (issue 39): it is built in a directory beside its place and swapped
 in when complete, and a copy of the last complete report is kept, so that a report job that fails or is interrupted
 (Snakemake deletes a job's outputs when it starts it, and again when it fails) can be put back. The copy lies
-beside the report (``results/.report-previous``). The copy put back
+with the results directory's caches (``results/.cache/report-previous``), apart from the science. The copy put back
 is dated 1970, so that the next run sees it as out of date and builds the report again.
 """
 
@@ -14,7 +14,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-PREVIOUS = ".{}-previous"  # the copy's name beside the report's directory: results/.report-previous
+PREVIOUS = ".cache/{}-previous"  # the copy, beside the report's directory: results/.cache/report-previous
 OUT_OF_DATE = 0  # the modification time of a report put back: older than any input
 
 
@@ -29,6 +29,8 @@ def swapped_in(out_dir: Path) -> Iterator[Path]:
     """A fresh directory to build the report in; on success it replaces ``out_dir`` (the previous report stays
     whole until then), on failure it is removed and ``out_dir`` is left as it was."""
     out_dir.parent.mkdir(parents=True, exist_ok=True)
+    for left in [*out_dir.parent.glob(f".{out_dir.name}.*.tmp"), *out_dir.parent.glob(f".{out_dir.name}.*.old")]:
+        shutil.rmtree(left, ignore_errors=True)  # a build killed with SIGKILL (one report job runs at a time)
     stage = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".tmp", dir=out_dir.parent))
     try:
         yield stage
@@ -44,7 +46,7 @@ def swapped_in(out_dir: Path) -> Iterator[Path]:
 
 
 def previous_copy(out_dir: Path) -> Path:
-    return out_dir.with_name(PREVIOUS.format(out_dir.name))
+    return out_dir.parent / PREVIOUS.format(out_dir.name)
 
 
 def keep_copy(out_dir: Path) -> None:

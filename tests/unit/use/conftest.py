@@ -8,10 +8,8 @@ from pathlib import Path
 
 import pytest
 from helpers import write_raw
-from trained_run import JOB, run_dir, store_dir
+from trained_run import JOB, run_dir, stamp_job, store_dir
 
-from assocmem import stamps
-from assocmem.codehash import code_digest
 from assocmem.qf.tokenize import tokenize_qf_dir
 from assocmem.train import build_job
 
@@ -32,15 +30,7 @@ def trained(tmp_path_factory) -> Path:
     return results
 
 
-def stamp_job(directory: Path, rule: str, upstream: list[Path] = ()) -> Path:
-    """The provenance stamp the pipeline writes when ``rule``'s job in ``directory`` finishes (assocmem.stamps)."""
-    stamp = directory / "provenance.json"
-    stamps.write_stamp(stamp, rule, {}, code_digest(rule), sorted(directory.iterdir()), upstream)
-    return stamp
-
-
 @pytest.fixture
 def results(trained, tmp_path) -> Path:
     """A private copy of the trained results directory."""
     return Path(shutil.copytree(trained, tmp_path / "results"))
-

@@ -8,8 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import stamp_job
-from trained_run import dev_file, run_dir, store_dir
+from trained_run import dev_file, run_dir, stamp_job, store_dir
 
 from assocmem import cli, stamps
 from assocmem.errors import AssocmemError
