@@ -4,6 +4,7 @@ that stops is frozen, and every replica writes the files and provenance its sing
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -119,3 +120,33 @@ def test_jobs_that_cannot_stack_are_refused_in_one_line(tmp_path):
         check_stackable([a, make_job(tmp_path, tmp_path / "a", 2)])
     with pytest.raises(AssocmemError, match="dropout"):
         StackedDecoder([DecoderLM(ModelConfig(11, 1, 8, 2, 16, 6, dropout=0.1))])
+
+
+def test_the_command_line_trains_a_group_and_stamps_each_replica_as_the_train_rule_does(tmp_path):
+    from assocmem import stamps
+    from assocmem.codehash import code_digest
+    from assocmem.train.stacked_cli import main
+
+    store = make_token_dir(tmp_path, repeat=4)
+    train = {**BASE, "max_steps": 2, "eval_interval": 2}
+    model = {"n_layer": 1, "d_model": 8, "n_head": 2, "d_ff": 16}
+    replicas = []
+    for k in (0, 1):
+        run_dir = tmp_path / "results" / "qf" / "train" / f"M.s{k}" / "pct100"
+        params = {"model": model, "train": train, "seed": 7 + 1000 * k, "job": f"qf/M.s{k}/pct100"}
+        outputs = [run_dir / name for name in ("model.pt", "best.pt", "metrics.csv", "summary.json",
+                                               "eval_rows.parquet")]
+        replicas.append({"params": params, "store_dir": str(store), "run_dir": str(run_dir),
+                         "stamp": str(run_dir / "provenance.json"), "outputs": [str(p) for p in outputs]})
+    group = tmp_path / "group.json"
+    group.write_text(json.dumps({"replicas": replicas}))
+    assert main(["--group", str(group)]) == 0
+    for replica in replicas:
+        record = stamps.read_stamp(Path(replica["stamp"]))
+        assert record["job"] == f"train qf/train/{replica['params']['job'].split('/')[1]}/pct100"
+        assert record["code"] == code_digest("train") and record["params"] == replica["params"]
+        assert set(record["files"]) == {Path(p).name for p in replica["outputs"]}
+        summary = json.loads((Path(replica["run_dir"]) / "summary.json").read_text())
+        assert summary["steps"] == 2 and summary["model_config"]["d_model"] == 8
+    group.write_text(json.dumps({"replicas": [{"params": {}}]}))
+    assert main(["--group", str(group)]) == 2  # a bad group file: one line naming it and the missing keys
