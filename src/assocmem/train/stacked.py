@@ -86,7 +86,9 @@ class StackedTraining:
         self.device = torch.device(resolve_device(self.settings.device, key="train.device"))
         if self.settings.gemm == "onednn" and self.device.type == "cpu":
             raise AssocmemError("train.gemm onednn: stacked replicas run batched products (bmm), not oneDNN's Linear; "
-                                "set train.gemm to auto or native, or train.stack_replicas to off")
+                                "set train.gemm to auto or native")
+        self.clips = torch.tensor([job.settings.grad_clip for job in self.jobs], device=self.device)
+        self._masks: dict[tuple[bool, ...], torch.Tensor] = {}
 
     def _models(self) -> list[DecoderLM]:
         models = []
@@ -95,11 +97,19 @@ class StackedTraining:
             models.append(DecoderLM(job.model_config).to(self.device))
         return models
 
-    def _step(self, stack, optimizer, step: int, active: list[bool], autocast) -> tuple[list[float], list[int]]:
+    def _mask(self, active: list[bool]) -> torch.Tensor:
+        """The active replicas as a device tensor, built once per set of active replicas (no copy per step)."""
+        key = tuple(active)
+        if key not in self._masks:
+            self._masks[key] = torch.tensor(active, dtype=torch.float32, device=self.device)
+        return self._masks[key]
+
+    def _step(self, stack, optimizer, step: int, active: list[bool], autocast) -> tuple[torch.Tensor, list[int]]:
+        """One step of the stack: the replicas' summed training NLL (on the device) and scored-target counts."""
         s = self.settings
         batches = [job.train_batches.batch(step) if on else None for job, on in zip(self.jobs, active, strict=True)]
         inputs, targets, counts = stack_batches(batches, s.batch_size)
-        denominators = torch.tensor([max(c, 1) for c in counts], dtype=torch.float32, device=self.device)
+        denominators = torch.tensor([max(c, 1) for c in counts], dtype=torch.float32).to(self.device)
         total = torch.zeros(len(self.jobs), dtype=torch.float64, device=self.device)
         size = s.micro_batch_size or s.batch_size
         for i in range(0, s.batch_size, size):
@@ -109,12 +119,11 @@ class StackedTraining:
                 nll = stack.summed_nll(x, y)
             (nll / denominators).sum().backward()  # the replicas share no weight: each gets its own gradient
             total += nll.detach()
-        clips = torch.tensor([job.settings.grad_clip for job in self.jobs], device=self.device)
-        clip_and_mask(stack, clips, torch.tensor(active, dtype=torch.float32, device=self.device))
+        clip_and_mask(stack, self.clips, self._mask(active))
         optimizer_step(optimizer, stack, [lr_at(step, job.settings) if on else 0.0
                                           for job, on in zip(self.jobs, active, strict=True)])
         optimizer.zero_grad(set_to_none=True)
-        return total.tolist(), counts  # the step's one host sync
+        return total, counts  # no host sync: the losses are read at evaluations
 
     def run(self) -> list[dict]:
         s, device, k = self.settings, self.device, len(self.jobs)
@@ -136,8 +145,10 @@ class StackedTraining:
         progress = bar(total=max(job.settings.max_steps for job in self.jobs), desc=f"train stacked x{k}",
                        unit="step")
         step, clock = 0, time.perf_counter()
+        pending = torch.zeros(k, dtype=torch.float64, device=device)  # training NLL not yet in a RunState
         while any(active):
             sums, counts = self._step(step_stack, optimizer, step, active, autocast)
+            pending += sums
             step += 1
             progress.update()
             elapsed = time.perf_counter() - clock
@@ -146,11 +157,12 @@ class StackedTraining:
                 if not active[i]:
                     continue
                 state = states[i]
-                state.running_loss += sums[i]
                 state.running_tokens += counts[i]
                 state.step = step
                 if step % job.settings.eval_interval == 0 or step == job.settings.max_steps:
                     evaluated = True
+                    state.running_loss += float(pending[i])  # a replica stops only at an evaluation
+                    pending[i] = 0.0
                     flops_token = flops_per_token(job.model_config, int(job.tokens_per_sequence), n_params)
                     job._log_row(stack.export(i, models[i]), state, device, autocast, elapsed, flops_token, peak)
                     if is_new_best(state.metrics):
