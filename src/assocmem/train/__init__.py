@@ -48,8 +48,8 @@ from assocmem.train.stacked import StackedTraining, train_stacked  # in the trai
 
 __all__ = [
     "BEST_IN_PROGRESS", "IGNORE", "RECALL_BATCH", "RECALL_SET", "Batch", "BatchSource", "RunState", "SequenceBatches",
-    "StackedTraining", "TrainJob", "TrainSettings", "WindowBatches", "build_job", "early_stop_reached", "eval_rows", "evaluate",
-    "fixed_batches", "fixed_windows", "job_fingerprint", "load_checkpoint", "load_model", "lr_at", "make_optimizer",
-    "model_context", "model_file", "recall", "recall_reached", "save_checkpoint", "save_model", "step_budget",
-    "summed_nll", "to_lm_batch", "train_stacked",
+    "StackedTraining", "TrainJob", "TrainSettings", "WindowBatches", "build_job", "early_stop_reached", "eval_rows",
+    "evaluate", "fixed_batches", "fixed_windows", "job_fingerprint", "load_checkpoint", "load_model", "lr_at",
+    "make_optimizer", "model_context", "model_file", "recall", "recall_reached", "save_checkpoint", "save_model",
+    "step_budget", "summed_nll", "to_lm_batch", "train_stacked",
 ]

@@ -33,7 +33,13 @@ from assocmem.train.batches import Batch
 from assocmem.train.files import BEST_IN_PROGRESS, RunState
 from assocmem.train.loop import TrainJob
 from assocmem.train.settings import TrainSettings, lr_at
-from assocmem.train.stacked_model import StackedDecoder, clip_and_mask, optimizer_step, stacked_optimizer
+from assocmem.train.stacked_model import (
+    StackedDecoder,
+    clip_and_mask,
+    optimizer_step,
+    stacked_optimizer,
+    summed_nll,
+)
 
 log = logging.getLogger(__name__)
 # settings the replicas must share (one batch shape, one AdamW, one device and precision); the rest is per replica
@@ -89,6 +95,7 @@ class StackedTraining:
                                 "set train.gemm to auto or native")
         self.clips = torch.tensor([job.settings.grad_clip for job in self.jobs], device=self.device)
         self._masks: dict[tuple[bool, ...], torch.Tensor] = {}
+        self._forward: torch.nn.Module | None = None  # the stack's torch.compile where train.compile
 
     def _models(self) -> list[DecoderLM]:
         models = []
@@ -116,7 +123,7 @@ class StackedTraining:
             x = inputs[:, i:i + size].to(self.device, non_blocking=True)
             y = targets[:, i:i + size].to(self.device, non_blocking=True)
             with autocast():
-                nll = stack.summed_nll(x, y)
+                nll = summed_nll(stack if self._forward is None else self._forward, x, y)
             (nll / denominators).sum().backward()  # the replicas share no weight: each gets its own gradient
             total += nll.detach()
         clip_and_mask(stack, self.clips, self._mask(active))
@@ -130,7 +137,7 @@ class StackedTraining:
         models = self._models()
         self.stack = stack = StackedDecoder(models).to(device)  # kept for inspection
         optimizer = stacked_optimizer(stack, s.weight_decay, s.lr, (s.beta1, s.beta2), device)
-        step_stack = torch.compile(stack) if s.compile else stack
+        self._forward = torch.compile(stack) if s.compile else None
         states = [RunState(0, [], 0.0, 0, gemm="native") for _ in self.jobs]
         for job in self.jobs:  # a stacked group always starts fresh: nothing an earlier attempt left may survive
             for leftover in LEFTOVERS:
@@ -147,7 +154,7 @@ class StackedTraining:
         step, clock = 0, time.perf_counter()
         pending = torch.zeros(k, dtype=torch.float64, device=device)  # training NLL not yet in a RunState
         while any(active):
-            sums, counts = self._step(step_stack, optimizer, step, active, autocast)
+            sums, counts = self._step(stack, optimizer, step, active, autocast)
             pending += sums
             step += 1
             progress.update()

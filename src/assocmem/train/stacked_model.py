@@ -89,11 +89,16 @@ class StackedDecoder(nn.Module):
         return torch.bmm(x, head.transpose(1, 2))
 
     def summed_nll(self, idx: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        """Per-replica summed next-token cross-entropy (K,) in nats over the non-padding targets (K, B, T)."""
-        logits = self(idx)
-        nll = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1),
-                              ignore_index=IGNORE, reduction="none")
-        return nll.view(self.replicas, -1).sum(dim=1)
+        return summed_nll(self, idx, targets)
+
+
+def summed_nll(stack: nn.Module, idx: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Per-replica summed next-token cross-entropy (K,) in nats over the non-padding targets (K, B, T); ``stack``:
+    a :class:`StackedDecoder` or its ``torch.compile`` (whose attributes are the uncompiled module's)."""
+    logits = stack(idx)
+    nll = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1),
+                          ignore_index=IGNORE, reduction="none")
+    return nll.view(idx.shape[0], -1).sum(dim=1)
 
 
 def stacked_optimizer(stack: StackedDecoder, weight_decay: float, lr: float, betas: tuple[float, float],
@@ -139,7 +144,7 @@ def optimizer_step(optimizer: torch.optim.Optimizer, stack: StackedDecoder, lrs:
     params = [p for _, p in stack.named_stacked()]
     before = [p.detach().clone() for p in params]
     optimizer.step()
-    ratios = torch.tensor(lrs, dtype=torch.float64) / top
+    back = (1 - torch.tensor(lrs, dtype=torch.float64) / top).to(params[0].device, params[0].dtype)  # one copy
     with torch.no_grad():
         for p, old in zip(params, before, strict=True):
-            p.lerp_(old, _per_replica((1 - ratios).to(p.device, p.dtype), p))
+            p.lerp_(old, _per_replica(back, p))
