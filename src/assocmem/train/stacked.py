@@ -134,57 +134,58 @@ class StackedTraining:
 
     def run(self) -> list[dict]:
         s, device, k = self.settings, self.device, len(self.jobs)
-        models = self._models()
-        self.stack = stack = StackedDecoder(models).to(device)  # kept for inspection
+        self.models = self._models()
+        self.stack = stack = StackedDecoder(self.models).to(device)
         optimizer = stacked_optimizer(stack, s.weight_decay, s.lr, (s.beta1, s.beta2), device)
         self._forward = torch.compile(stack) if s.compile else None
-        states = [RunState(0, [], 0.0, 0, gemm="native") for _ in self.jobs]
+        self.states = [RunState(0, [], 0.0, 0, gemm="native") for _ in self.jobs]
         for job in self.jobs:  # a stacked group always starts fresh: nothing an earlier attempt left may survive
             for leftover in LEFTOVERS:
                 (job.run_dir / leftover).unlink(missing_ok=True)
-        active = [not job._stopped(state) for job, state in zip(self.jobs, states, strict=True)]
-        summaries: list[dict] = [{} for _ in self.jobs]
-        autocast = self.jobs[0]._autocast(device)
-        peak = measure_peak_flops(device)
-        gemm = Choice("native", "stacked")
-        n_params = models[0].num_parameters()
+        active = [not job._stopped(state) for job, state in zip(self.jobs, self.states, strict=True)]
+        self.summaries: list[dict] = [{} for _ in self.jobs]
+        self.autocast, self.peak = self.jobs[0]._autocast(device), measure_peak_flops(device)
         stack.train()
         progress = bar(total=max(job.settings.max_steps for job in self.jobs), desc=f"train stacked x{k}",
                        unit="step")
         step, clock = 0, time.perf_counter()
         pending = torch.zeros(k, dtype=torch.float64, device=device)  # training NLL not yet in a RunState
         while any(active):
-            sums, counts = self._step(stack, optimizer, step, active, autocast)
+            sums, counts = self._step(stack, optimizer, step, active, self.autocast)
             pending += sums
             step += 1
             progress.update()
             elapsed = time.perf_counter() - clock
-            evaluated = False
-            for i, job in enumerate(self.jobs):
-                if not active[i]:
-                    continue
-                state = states[i]
-                state.running_tokens += counts[i]
-                state.step = step
-                if step % job.settings.eval_interval == 0 or step == job.settings.max_steps:
-                    evaluated = True
-                    state.running_loss += float(pending[i])  # a replica stops only at an evaluation
-                    pending[i] = 0.0
-                    flops_token = flops_per_token(job.model_config, int(job.tokens_per_sequence), n_params)
-                    job._log_row(stack.export(i, models[i]), state, device, autocast, elapsed, flops_token, peak)
-                    if is_new_best(state.metrics):
-                        job._save_model(models[i], BEST_IN_PROGRESS, step=step)
-                if job._stopped(state):
-                    summaries[i] = self._finish(job, stack.export(i, models[i]), state, n_params, peak, gemm)
-                    active[i] = False
-            if evaluated:
+            evaluated = [self._advance(i, step, counts[i], pending, elapsed) for i in range(k) if active[i]]
+            active = [not summary for summary in self.summaries]  # a finished replica is frozen
+            if any(evaluated):
                 clock = time.perf_counter()
         progress.close()
-        return summaries
+        return self.summaries
 
-    def _finish(self, job: TrainJob, model: DecoderLM, state: RunState, n_params: int, peak: float,
-                gemm: Choice) -> dict:
-        summary = job._finish(model, state, n_params, peak, self.device, gemm)
+    def _advance(self, i: int, step: int, count: int, pending: torch.Tensor, elapsed: float) -> bool:
+        """Replica i's bookkeeping after a step, as a single run does it: count, evaluate, keep the best weights,
+        finish where its rule stops it (it is frozen from the next step on). Returns whether it evaluated."""
+        job, state, model = self.jobs[i], self.states[i], self.models[i]
+        state.running_tokens += count
+        state.step = step
+        evaluated = step % job.settings.eval_interval == 0 or step == job.settings.max_steps
+        if evaluated:
+            state.running_loss += float(pending[i])  # a replica stops only at an evaluation
+            pending[i] = 0.0
+            n_params = model.num_parameters()
+            flops_token = flops_per_token(job.model_config, int(job.tokens_per_sequence), n_params)
+            job._log_row(self.stack.export(i, model), state, self.device, self.autocast, elapsed, flops_token,
+                         self.peak)
+            if is_new_best(state.metrics):
+                job._save_model(model, BEST_IN_PROGRESS, step=step)
+        if job._stopped(state):
+            self.summaries[i] = self._finish(job, self.stack.export(i, model), state)
+        return evaluated
+
+    def _finish(self, job: TrainJob, model: DecoderLM, state: RunState) -> dict:
+        # the products are batched (bmm): the gemm a single run's summary records is native
+        summary = job._finish(model, state, model.num_parameters(), self.peak, self.device, Choice("native", "stacked"))
         for leftover in LEFTOVERS:
             (job.run_dir / leftover).unlink(missing_ok=True)
         log.info("stacked replica %s stopped at step %d (%s)", job.run_dir, state.step, summary["stop_rule"])
