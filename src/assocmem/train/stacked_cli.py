@@ -5,15 +5,18 @@ its subset store and run directory, and optionally its provenance (``stamp``, ``
 it reads and what they must match). Every run directory ends with the files a single ``assocmem train`` run writes,
 and every given stamp is written as that run's stamp is, for the rule ``train``.
 
-    python -m assocmem.train.stacked_cli --threads 1 --group group.json
+    python -m assocmem.train.stacked_cli --threads 1 --group group.json    (or --group-json '{...}')
 
 ``group.json``: ``{"replicas": [{"params": {...}, "store_dir": "...", "run_dir": "...", "stamp": "...",
-"outputs": ["..."], "upstream": {"<stamp>": {...}}}, ...]}``. The workflow does not group jobs yet (issue 41).
+"outputs": ["..."], "upstream": {"<stamp>": {...}}}, ...], "upstream": {...}}``; a group-level ``upstream`` is
+every replica's that gives none. The workflow's ``train_stacked_<exp>`` rules pass it as ``--group-json``
+(workflow/rules/stacking.smk, ``train.stack_replicas``).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 from pathlib import Path
@@ -31,9 +34,17 @@ REPLICA_KEYS = ("params", "store_dir", "run_dir")
 log = logging.getLogger(__name__)
 
 
-def read_group(path: Path) -> list[dict[str, Any]]:
-    """The replicas of a group file, each checked for the keys it needs (one line naming the file otherwise)."""
-    group = read_json(path)
+def parse_json(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise AssocmemError(f"--group-json: not JSON ({err})") from None
+
+
+def read_group(path: Path | str, group: Any = None) -> list[dict[str, Any]]:
+    """The replicas of a group file (or of ``group``, the file's object, read from ``path``), each checked for the
+    keys it needs and given the group's ``upstream`` where it has none (one line naming the file otherwise)."""
+    group = read_json(path) if group is None else group
     replicas = group.get("replicas") if isinstance(group, dict) else None
     if not isinstance(replicas, list) or not replicas:
         raise AssocmemError(f"{path}: expected an object with a non-empty list 'replicas'")
@@ -41,6 +52,7 @@ def read_group(path: Path) -> list[dict[str, Any]]:
         missing = [key for key in REPLICA_KEYS if key not in replica]
         if missing:
             raise AssocmemError(f"{path}: replicas[{i}] lacks {', '.join(missing)}")
+        replica.setdefault("upstream", group.get("upstream"))
     return replicas
 
 
@@ -62,12 +74,16 @@ def train_group(replicas: list[dict[str, Any]], threads: int = 1) -> list[dict[s
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--group", type=Path, required=True, help="the group file (JSON, see above)")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--group", type=Path, help="the group file (JSON, see above)")
+    source.add_argument("--group-json", help="the group file's object itself")
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
-        summaries = train_group(read_group(args.group), args.threads)
+        replicas = (read_group(args.group) if args.group_json is None
+                    else read_group("--group-json", parse_json(args.group_json)))
+        summaries = train_group(replicas, args.threads)
     except AssocmemError as err:
         print(f"assocmem: {err}", file=sys.stderr)
         return 2
