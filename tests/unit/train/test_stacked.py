@@ -157,3 +157,5 @@ def test_the_command_line_trains_a_group_and_stamps_each_replica_as_the_train_ru
         assert summary["steps"] == 2 and summary["model_config"]["d_model"] == 8
     group.write_text(json.dumps({"replicas": [{"params": {}}]}))
     assert main(["--group", str(group)]) == 2  # a bad group file: one line naming it and the missing keys
+    assert main(["--group-json", "{not json"]) == 2  # the workflow's inline group: one line
+    assert main(["--group-json", json.dumps({"replicas": []})]) == 2
