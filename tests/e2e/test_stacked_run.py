@@ -76,7 +76,12 @@ def test_a_stacked_grid_runs_one_job_per_cell_and_writes_each_replicas_single_ru
     assert json.loads((results / "memo" / "sweep" / "analysis.json").read_text())["n_runs"] == 4
     assert "memorisation" in {c["id"] for c in json.loads((results / "report" / "checks.json").read_text())["checks"]}
     assert (results / "benchmarks" / "memo" / "train_stacked_m1_pct100.tsv").is_file()
-    assert "Nothing to be done" in snakemake(tmp_path, "-n", "--cores", "2", config=config).stdout
+    # a rerun is a no-op for m0's stack, and reruns m1's stack, whose settings changed (the same seeds, lr 2e-3)
+    changed = yaml.safe_load(config.read_text())
+    changed["experiments"]["memo"]["models"]["m1"]["train"] = {"lr": 2e-3}
+    config.write_text(yaml.safe_dump(changed))
+    plan = snakemake(tmp_path, "-n", "--cores", "2", config=config).stdout
+    assert re.findall(r"train_stacked: memo (\S+)/pct100", plan) == ["m1"]
     for run in runs[2:]:  # m1's two seeds against their single runs
         stacked = torch.load(run / "model.pt", weights_only=True)["model"]
         single = single_run_weights(run, json.loads((run / "provenance.json").read_text())["params"], tmp_path)

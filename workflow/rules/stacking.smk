@@ -46,18 +46,32 @@ def stacked_resource(key):
     )
 
 
+def replica_params(w):
+    """Each replica's train params (train_params of its run), in replica order."""
+    runs = [
+        SimpleNamespace(
+            exp=w.exp, model=layout.replicate_label(w.model, k), subset=w.subset
+        )
+        for k in range(stacking.replicas(EXPS[w.exp]))
+    ]
+    return [json.loads(train_params(run)) for run in runs]
+
+
+def stacked_specs(w):
+    """params: every replica's settings. Snakemake records only params not derived from input or output (the
+    group file is), so this one reruns the group when any replica's settings change."""
+    return as_json(replica_params(w))
+
+
 def stacked_group(w, input, output):
     """params: the group file of assocmem.train.stacked_cli, each replica as the train rule passes one run."""
     width = len(layout.RUN_ARTIFACTS)
     replicas = []
-    for k in range(stacking.replicas(EXPS[w.exp])):
+    for k, params in enumerate(replica_params(w)):
         files = dict(zip(layout.RUN_ARTIFACTS, output[k * width : (k + 1) * width]))
-        run = SimpleNamespace(
-            exp=w.exp, model=layout.replicate_label(w.model, k), subset=w.subset
-        )
         replicas.append(
             {
-                "params": json.loads(train_params(run)),
+                "params": params,
                 "store_dir": str(Path(input.subset).parent),
                 "run_dir": str(Path(files["model"]).parent),
                 "stamp": str(files["run_stamp"]),

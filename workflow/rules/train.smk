@@ -66,6 +66,7 @@ for _exp in stacked_experiments():
             gpu=lambda w: EXPS[w.exp]["train"]["gpus"],
         params:
             code=stage_code("train"),
+            spec=stacked_specs,
             group=stacked_group,
         message:
             "train_stacked: {wildcards.exp} {wildcards.model}/{wildcards.subset}, every seed in one stack (log: {log})"
