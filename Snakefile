@@ -14,7 +14,6 @@ if not workflow.config_settings.configfiles:
 
 
 include: "workflow/rules/common.smk"
-include: "workflow/rules/stacking.smk"
 
 
 # `snakemake --report report.zip`: this description, the HTML report, its verdict table and each figure with its own

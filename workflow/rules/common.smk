@@ -537,6 +537,10 @@ def check_command_line_targets():
         sys.exit(1)
 
 
+# stacked replicas (train.stack_replicas): which runs train as one stacked job, its outputs and group file
+include: "common_stacking.smk"
+
+
 # ------------------------------------------------------------------ provenance stamps (assocmem.stamps)
 
 PARAMS_OF = {

@@ -1,5 +1,5 @@
-# Stacked replicas (train.stack_replicas, assocmem.stacking): which runs train as one stacked job, and that job's
-# outputs and group file. With no experiment stacking, nothing here changes the DAG.
+# Stacked replicas (train.stack_replicas, assocmem.stacking), included by common.smk: which runs train as one stacked
+# job, and that job's outputs and group file. With no experiment stacking, nothing here changes the DAG.
 from types import SimpleNamespace
 
 from assocmem import stacking
