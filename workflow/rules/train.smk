@@ -37,8 +37,10 @@ rule train:
         " --store-dir {params.store_dir:q} --run-dir {params.run_dir:q} {params.io} > {log:q} 2>&1"
 
 
-# One rule per experiment that stacks (its replicas' outputs depend on its seeds); it wins over `train` for the runs
-# it makes (the `ruleorder:` directive, called as a function since the rule names are computed).
+# Every seed of one model on one subset trained in one process (assocmem.train.stacked); each replica writes the files
+# and stamp its own train job would. No resume: a killed stack restarts at step 0. One rule per experiment that stacks
+# (its replicas' outputs depend on its seeds); it wins over `train` for the runs it makes (the `ruleorder:` directive,
+# called as a function since the rule names are computed).
 for _exp in stacked_experiments():
 
     rule:
