@@ -15,7 +15,8 @@ and no longer sequences or larger batches were measured, so ``auto`` stacks on t
 measured: K >= 3, at most M7's non-embedding parameters and at most its tokens per micro-batch (64 x 9). On CUDA
 (``train.device: cuda``) small models are launch-bound (issue 41: 16 concurrent single processes gave 5.0x one
 process), so ``auto`` stacks every cell with K >= 2. ``train.device: auto`` is decided as the CPU: the planning
-host need not be the one that runs the job.
+host need not be the one that runs the job, and a plan that changed with the host would rerun trained runs (another
+rule writing their files trips Snakemake's code trigger).
 
 This module imports no torch: the workflow calls it while it plans the DAG.
 """
