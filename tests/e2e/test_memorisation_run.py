@@ -12,13 +12,16 @@ MEMO_TEST = ROOT / "config" / "memorisation_test.yaml"
 MEMO = yaml.safe_load(MEMO_TEST.read_text())["experiments"]["memo"]
 
 
-def test_memorisation_config_plans_one_train_job_per_cell_and_seed(tmp_path):
+def test_memorisation_config_plans_one_stacked_train_job_per_cell(tmp_path):
+    """Its 3 seeds of every model and number of facts train as one stacked job (train.stack_replicas: auto, within
+    the CPU measurement's range: assocmem.stacking)."""
     from test_sweep_run import planned_jobs
 
     cfg = yaml.safe_load((ROOT / "config" / "memorisation.yaml").read_text())
     (exp,) = cfg["experiments"].values()
     jobs = planned_jobs(tmp_path, ROOT / "config" / "memorisation.yaml")
-    assert jobs["train"] == len(exp["models"]) * len(exp["subsets"]["fractions"]) * exp["sweep"]["seeds"] == 96
+    assert jobs["train_stacked_memorisation"] == len(exp["models"]) * len(exp["subsets"]["fractions"]) == 32
+    assert "train" not in jobs and exp["sweep"]["seeds"] == 3
     assert "activations" not in jobs and "neighbours" not in jobs
     assert jobs["generate_facts"] == 1 and jobs["memorisation"] == 1 and jobs["report"] == 1 and "sweep" not in jobs
 

@@ -545,7 +545,7 @@ def data_benchmarks(exp):
 def run_benchmarks(exp, model, subset):
     """Benchmark names of one run's jobs (those behind run_files)."""
     trained = subset != PRETRAINED
-    names = [f"train_{model}_{subset}"] if trained else []
+    names = [train_benchmark(exp, model, subset)] if trained else []
     if not is_sweep(exp):
         dump = (
             f"activations_{model}_{subset}"
@@ -560,7 +560,8 @@ def report_benchmarks():
     """The benchmark names of every job of the current config but the report, whose own timing is not known while
     it runs: the report reads only these, never a dropped job's timing."""
     names = [name for exp in EXPS for name in data_benchmarks(exp)]
-    return names + [name for run in runs() for name in run_benchmarks(*run)]
+    names += [name for run in runs() for name in run_benchmarks(*run)]
+    return list(dict.fromkeys(names))  # a stacked job's one name, once
 
 
 REPORT_FILES = [
@@ -620,6 +621,10 @@ def check_report_config():
     if refusal:
         print(refusal, file=sys.stderr)
         sys.exit(1)
+
+
+# stacked replicas (train.stack_replicas): which runs train as one stacked job, its outputs and group file
+include: "common_stacking.smk"
 
 
 # ------------------------------------------------------------------ provenance stamps (assocmem.stamps)

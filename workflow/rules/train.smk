@@ -35,3 +35,44 @@ rule train:
     shell:
         "{params.launcher} -m assocmem train --threads {threads} --params {params.spec:q}"
         " --store-dir {params.store_dir:q} --run-dir {params.run_dir:q} {params.io} > {log:q} 2>&1"
+
+
+# Every seed of one model on one subset trained in one process (assocmem.train.stacked); each replica writes the files
+# and stamp its own train job would. No resume: a killed stack restarts at step 0. One rule per experiment that stacks
+# (its replicas' outputs depend on its seeds); it wins over `train` for the runs it makes (the `ruleorder:` directive,
+# called as a function since the rule names are computed).
+for _exp in stacked_experiments():
+
+    rule:
+        name:
+            f"train_stacked_{_exp}"
+        input:
+            store=P("tokens_meta"),
+            subset=P("subset_meta"),
+        output:
+            stacked_outputs(_exp),
+        log:
+            log_path("{exp}/train_stacked_{model}_{subset}"),
+        benchmark:
+            bench_path("{exp}/train_stacked_{model}_{subset}")
+        wildcard_constraints:
+            exp=_exp,
+            model=stacked_model_constraint(_exp),
+            subset=r"pct[0-9.]+",
+        conda:
+            "../envs/assocmem.yaml"
+        threads: THREADS
+        resources:
+            mem_mb=stacked_resource("mem_mb"),
+            runtime=stacked_resource("runtime"),
+            gpu=lambda w: EXPS[w.exp]["train"]["gpus"],
+        params:
+            code=stage_code("train"),
+            spec=stacked_specs,
+            group=stacked_group,
+        message:
+            "train_stacked: {wildcards.exp} {wildcards.model}/{wildcards.subset}, every seed in one stack (log: {log})"
+        shell:
+            "python -m assocmem.train.stacked_cli --threads {threads} --group-json {params.group:q} > {log:q} 2>&1"
+
+    workflow.ruleorder(f"train_stacked_{_exp}", "train")

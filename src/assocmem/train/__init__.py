@@ -14,7 +14,9 @@ scores only the tokens from that position on, for facts the value tokens and ``<
 
 Modules: :mod:`.batches` (batch sources), :mod:`.settings` (settings, schedule, optimizer), :mod:`.loop` (the
 training loop, :class:`TrainJob`; patch its names to change what the loop calls), :mod:`.files` (checkpoints and
-model files: the one :func:`load_model`), :mod:`.job` (:func:`build_job`: the training entry point of a stage).
+model files: the one :func:`load_model`), :mod:`.job` (:func:`build_job`: the training entry point of a stage),
+:mod:`.stacked` (:func:`train_stacked`: K same-shape jobs as stacked replicas in one process; its command line is
+:mod:`.stacked_cli`).
 """
 
 from assocmem.stopping import IGNORE, early_stop_reached, recall, recall_reached
@@ -43,11 +45,12 @@ from assocmem.train.files import (
 from assocmem.train.job import build_job, job_fingerprint, model_context
 from assocmem.train.loop import TrainJob, evaluate, summed_nll
 from assocmem.train.settings import TrainSettings, lr_at, make_optimizer, step_budget
+from assocmem.train.stacked import StackedTraining, train_stacked  # in the train stage's code digest (codehash)
 
 __all__ = [
     "BEST_IN_PROGRESS", "IGNORE", "RECALL_BATCH", "RECALL_SET", "Batch", "BatchSource", "DeviceBatches", "RunState",
-    "SequenceBatches", "TrainJob", "TrainSettings", "WindowBatches", "build_job", "early_stop_reached", "eval_rows",
-    "evaluate", "fixed_batches", "fixed_windows", "job_fingerprint", "load_checkpoint", "load_model", "lr_at",
-    "make_optimizer", "model_context", "model_file", "recall", "recall_reached", "save_checkpoint", "save_model",
-    "step_budget", "summed_nll", "to_lm_batch",
+    "SequenceBatches", "StackedTraining", "TrainJob", "TrainSettings", "WindowBatches", "build_job",
+    "early_stop_reached", "eval_rows", "evaluate", "fixed_batches", "fixed_windows", "job_fingerprint",
+    "load_checkpoint", "load_model", "lr_at", "make_optimizer", "model_context", "model_file", "recall",
+    "recall_reached", "save_checkpoint", "save_model", "step_budget", "summed_nll", "to_lm_batch", "train_stacked",
 ]

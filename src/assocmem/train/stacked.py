@@ -1,0 +1,197 @@
+"""Train K same-shape jobs in one process as stacked replicas (issue 41): one step of K replicas is one batched step.
+
+Faithful per replica: each replica starts from its job's seed, reads its job's batches, has its gradient clipped over
+its own slices, follows its own learning-rate schedule, evaluates on its own sets, stops by its own rule (step
+budget, early stopping, recall) and is then frozen (no gradient, no AdamW move), and writes exactly the files a
+single run of its job writes (``TrainJob``'s own writers: ``model.pt``, ``best.pt``, ``metrics.csv``,
+``summary.json``, ``timing.*``, ``eval_rows.parquet``, with the job's name and fingerprint). What differs is fp32
+rounding (batched products, per-replica sums) and the wall clock. A stacked group keeps no checkpoint: a killed
+group starts again from step 0.
+
+    from assocmem.train import build_job
+    from assocmem.train.stacked import train_stacked
+    summaries = train_stacked([build_job(cfg, spec, seed, store, run_dir / str(seed)) for seed in (1, 2, 3)])
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import asdict
+
+import torch
+
+from assocmem.autotune.measure import Choice
+from assocmem.errors import AssocmemError
+from assocmem.gemm import measure_peak_flops
+from assocmem.model import DecoderLM, flops_per_token
+from assocmem.progress import bar
+from assocmem.runtime import resolve_device
+from assocmem.stopping import IGNORE, is_new_best
+from assocmem.train.batches import Batch
+from assocmem.train.files import BEST_IN_PROGRESS, RunState
+from assocmem.train.loop import TrainJob
+from assocmem.train.settings import TrainSettings, lr_at
+from assocmem.train.stacked_model import (
+    StackedDecoder,
+    clip_and_mask,
+    optimizer_step,
+    stacked_optimizer,
+    summed_nll,
+)
+
+log = logging.getLogger(__name__)
+# settings the replicas must share (one batch shape, one AdamW, one device and precision); the rest is per replica
+SHARED_SETTINGS = ("batch_size", "micro_batch_size", "weight_decay", "beta1", "beta2", "device", "precision",
+                   "compile")
+LEFTOVERS = ("checkpoint.pt", "metrics.inprogress.csv", BEST_IN_PROGRESS)
+
+
+def check_stackable(jobs: Sequence[TrainJob]) -> None:
+    """Refuse, in one line, jobs that cannot train as one stack."""
+    if not jobs:
+        raise AssocmemError("no jobs to stack")
+    first = jobs[0]
+    for job in jobs[1:]:
+        if job.model_config != first.model_config:
+            raise AssocmemError(f"{job.run_dir} cannot stack with {first.run_dir}: the model shapes differ")
+        shared = {k: v for k, v in asdict(job.settings).items() if k in SHARED_SETTINGS}
+        theirs = {k: v for k, v in asdict(first.settings).items() if k in SHARED_SETTINGS}
+        if shared != theirs:
+            differ = sorted(k for k in shared if shared[k] != theirs[k])
+            raise AssocmemError(f"{job.run_dir} cannot stack with {first.run_dir}: train.{', train.'.join(differ)} "
+                                "differ")
+    if len({job.run_dir for job in jobs}) < len(jobs):
+        raise AssocmemError("stacked jobs need one run directory each")
+
+
+def stack_batches(batches: Sequence[Batch | None], batch_size: int) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
+    """The replicas' batches as (K, B, T) inputs and targets, padded to the longest (inputs with token 0, targets
+    unscored: a causal model's earlier positions never see the padding), and each replica's scored-target count.
+    A frozen replica (None) gets an unscored batch: no loss, no gradient."""
+    length = max(b[0].shape[1] for b in batches if b is not None)
+    inputs = torch.zeros((len(batches), batch_size, length), dtype=torch.long)
+    targets = torch.full_like(inputs, IGNORE)
+    counts = []
+    for k, batch in enumerate(batches):
+        if batch is not None:
+            inputs[k, :, :batch[0].shape[1]] = batch[0]
+            targets[k, :, :batch[1].shape[1]] = batch[1]
+        counts.append(0 if batch is None else int((batch[1] != IGNORE).sum()))
+    return inputs, targets, counts
+
+
+class StackedTraining:
+    """K jobs (:func:`check_stackable`) trained as one stack; :meth:`run` returns each job's summary."""
+
+    def __init__(self, jobs: Sequence[TrainJob]) -> None:
+        check_stackable(jobs)
+        self.jobs = list(jobs)
+        self.settings: TrainSettings = jobs[0].settings
+        self.device = torch.device(resolve_device(self.settings.device, key="train.device"))
+        if self.settings.gemm == "onednn" and self.device.type == "cpu":
+            raise AssocmemError("train.gemm onednn: stacked replicas run batched products (bmm), not oneDNN's Linear; "
+                                "set train.gemm to auto or native")
+        self.clips = torch.tensor([job.settings.grad_clip for job in self.jobs], device=self.device)
+        self._masks: dict[tuple[bool, ...], torch.Tensor] = {}
+        self._forward: torch.nn.Module | None = None  # the stack's torch.compile where train.compile
+
+    def _models(self) -> list[DecoderLM]:
+        models = []
+        for job in self.jobs:
+            torch.manual_seed(job.seed)  # the initial weights a single run of the job starts from
+            models.append(DecoderLM(job.model_config).to(self.device))
+        return models
+
+    def _mask(self, active: list[bool]) -> torch.Tensor:
+        """The active replicas as a device tensor, built once per set of active replicas (no copy per step)."""
+        key = tuple(active)
+        if key not in self._masks:
+            self._masks[key] = torch.tensor(active, dtype=torch.float32, device=self.device)
+        return self._masks[key]
+
+    def _step(self, stack, optimizer, step: int, active: list[bool], autocast) -> tuple[torch.Tensor, list[int]]:
+        """One step of the stack: the replicas' summed training NLL (on the device) and scored-target counts."""
+        s = self.settings
+        batches = [job.train_batches.batch(step) if on else None for job, on in zip(self.jobs, active, strict=True)]
+        inputs, targets, counts = stack_batches(batches, s.batch_size)
+        denominators = torch.tensor([max(c, 1) for c in counts], dtype=torch.float32).to(self.device)
+        total = torch.zeros(len(self.jobs), dtype=torch.float64, device=self.device)
+        size = s.micro_batch_size or s.batch_size
+        for i in range(0, s.batch_size, size):
+            x = inputs[:, i:i + size].to(self.device, non_blocking=True)
+            y = targets[:, i:i + size].to(self.device, non_blocking=True)
+            with autocast():
+                nll = summed_nll(stack if self._forward is None else self._forward, x, y)
+            (nll / denominators).sum().backward()  # the replicas share no weight: each gets its own gradient
+            total += nll.detach()
+        clip_and_mask(stack, self.clips, self._mask(active))
+        optimizer_step(optimizer, stack, [lr_at(step, job.settings) if on else 0.0
+                                          for job, on in zip(self.jobs, active, strict=True)])
+        optimizer.zero_grad(set_to_none=True)
+        return total, counts  # no host sync: the losses are read at evaluations
+
+    def run(self) -> list[dict]:
+        s, device, k = self.settings, self.device, len(self.jobs)
+        self.models = self._models()
+        self.stack = stack = StackedDecoder(self.models).to(device)
+        optimizer = stacked_optimizer(stack, s.weight_decay, s.lr, (s.beta1, s.beta2), device)
+        self._forward = torch.compile(stack) if s.compile else None
+        self.states = [RunState(0, [], 0.0, 0, gemm="native") for _ in self.jobs]
+        for job in self.jobs:  # a stacked group always starts fresh: nothing an earlier attempt left may survive
+            for leftover in LEFTOVERS:
+                (job.run_dir / leftover).unlink(missing_ok=True)
+        active = [not job._stopped(state) for job, state in zip(self.jobs, self.states, strict=True)]
+        self.summaries: list[dict] = [{} for _ in self.jobs]
+        self.autocast, self.peak = self.jobs[0]._autocast(device), measure_peak_flops(device)
+        stack.train()
+        progress = bar(total=max(job.settings.max_steps for job in self.jobs), desc=f"train stacked x{k}",
+                       unit="step")
+        step, clock = 0, time.perf_counter()
+        pending = torch.zeros(k, dtype=torch.float64, device=device)  # training NLL not yet in a RunState
+        while any(active):
+            sums, counts = self._step(stack, optimizer, step, active, self.autocast)
+            pending += sums
+            step += 1
+            progress.update()
+            elapsed = time.perf_counter() - clock
+            evaluated = [self._advance(i, step, counts[i], pending, elapsed) for i in range(k) if active[i]]
+            active = [not summary for summary in self.summaries]  # a finished replica is frozen
+            if any(evaluated):
+                clock = time.perf_counter()
+        progress.close()
+        return self.summaries
+
+    def _advance(self, i: int, step: int, count: int, pending: torch.Tensor, elapsed: float) -> bool:
+        """Replica i's bookkeeping after a step, as a single run does it: count, evaluate, keep the best weights,
+        finish where its rule stops it (it is frozen from the next step on). Returns whether it evaluated."""
+        job, state, model = self.jobs[i], self.states[i], self.models[i]
+        state.running_tokens += count
+        state.step = step
+        evaluated = step % job.settings.eval_interval == 0 or step == job.settings.max_steps
+        if evaluated:
+            state.running_loss += float(pending[i])  # a replica stops only at an evaluation
+            pending[i] = 0.0
+            n_params = model.num_parameters()
+            flops_token = flops_per_token(job.model_config, int(job.tokens_per_sequence), n_params)
+            job._log_row(self.stack.export(i, model), state, self.device, self.autocast, elapsed, flops_token,
+                         self.peak)
+            if is_new_best(state.metrics):
+                job._save_model(model, BEST_IN_PROGRESS, step=step)
+        if job._stopped(state):
+            self.summaries[i] = self._finish(job, self.stack.export(i, model), state)
+        return evaluated
+
+    def _finish(self, job: TrainJob, model: DecoderLM, state: RunState) -> dict:
+        # the products are batched (bmm): the gemm a single run's summary records is native
+        summary = job._finish(model, state, model.num_parameters(), self.peak, self.device, Choice("native", "stacked"))
+        for leftover in LEFTOVERS:
+            (job.run_dir / leftover).unlink(missing_ok=True)
+        log.info("stacked replica %s stopped at step %d (%s)", job.run_dir, state.step, summary["stop_rule"])
+        return summary
+
+
+def train_stacked(jobs: Sequence[TrainJob]) -> list[dict]:
+    """Train ``jobs`` as stacked replicas; returns their summaries in order (each as its single run returns it)."""
+    return StackedTraining(jobs).run()
