@@ -67,7 +67,7 @@ class StackedDecoder(nn.Module):
         return out + self.param(f"{prefix}.bias").unsqueeze(1) if f"{prefix}.bias" in self.names else out
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
-        """Logits (K, B*T, V) of token ids ``idx`` (K, B, T): replica k reads ``idx[k]``."""
+        """Logits (K, B*T, V) over the real vocabulary of token ids ``idx`` (K, B, T): replica k reads ``idx[k]``."""
         replicas, batch, length = idx.shape
         width, heads = self.cfg.d_model, self.cfg.n_head
         if length > self.cfg.max_len:
@@ -86,7 +86,8 @@ class StackedDecoder(nn.Module):
             x = x + self._linear(F.gelu(self._linear(self._norm(x, f"{block}.ln2"), f"{block}.ff.0")), f"{block}.ff.2")
         x = self._norm(x, "ln_f")
         head = table if self.cfg.tie_embeddings else self.param("head.weight")
-        return torch.bmm(x, head.transpose(1, 2))
+        # the real vocabulary's rows only: a model's padding rows (assocmem.model.padded_vocab) are never predicted
+        return torch.bmm(x, head[:, :self.cfg.vocab_size].transpose(1, 2))
 
     def summed_nll(self, idx: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         return summed_nll(self, idx, targets)

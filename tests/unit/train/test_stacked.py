@@ -94,8 +94,8 @@ def test_stacked_replicas_follow_their_single_runs_and_freeze_when_they_stop(tmp
         assert_same_run(tmp_path / f"single{seed}", tmp_path / f"stacked{seed}")
     for k, (seed, _) in enumerate(REPLICAS[1:], start=1):  # frozen since it stopped: bit for bit its model.pt
         final = weights(tmp_path / f"stacked{seed}" / "model.pt")
-        for name, param in training.stack.named_stacked():
-            assert torch.equal(param.detach()[k], final[name]), name
+        for name, param in training.stack.named_stacked():  # a model file holds the real vocabulary's rows
+            assert torch.equal(param.detach()[k][:len(final[name])], final[name]), name
 
 
 @pytest.mark.parametrize("variant", [{}, {"tie_embeddings": False, "bias": False}])
