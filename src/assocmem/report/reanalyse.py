@@ -2,7 +2,7 @@
 stage's analysis (:func:`assocmem.memorisation.analysis.analyse`) and the memorisation claim's verdict, applied to
 the runs a record of ``docs/results/`` holds. Written as a record of its own, beside the run's:
 
-    python -m assocmem.memorisation.reanalyse docs/results/memorisation.json \\
+    python -m assocmem.report.reanalyse docs/results/memorisation.json \\
         --config config/memorisation.yaml --out docs/results/memorisation_reanalysis.json --commit <sha>
 
 The run's record keeps its own verdict (the code that ran it); this record says what today's analysis makes of the
@@ -70,7 +70,7 @@ def reanalyse(record_file: Path, config: Path, *, commit: str, extra: tuple[Path
     return {"schema": "assocmem-reanalysis-v1", "source": str(record_file), "source_commit": rec["commit"],
             "source_verdict": rec["verdicts"]["memorisation"], "commit": commit,
             "date": datetime.date.today().isoformat(),
-            "command": f"python -m assocmem.memorisation.reanalyse {record_file} --config {config}"
+            "command": f"python -m assocmem.report.reanalyse {record_file} --config {config}"
                        + "".join(f" --with {other}" for other in extra), "with": [str(other) for other in extra],
             "analysis_s": round(time.monotonic() - started, 1), "verdict": verdict, "reason": reason,
             "analysis": {key: analysis[key] for key in KEEP if key in analysis}}
