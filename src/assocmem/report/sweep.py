@@ -12,7 +12,9 @@ import pandas as pd
 from assocmem.report import style
 from assocmem.report.artifacts import Experiment
 from assocmem.report.render import Section, markdown_table
+from assocmem.sweep import boundary as bd
 from assocmem.sweep import laws as scaling
+from assocmem.sweep.cells import LAST_EVALS
 
 
 @style.styled
@@ -133,10 +135,11 @@ def budget_paragraph(analysis: dict[str, Any]) -> str:
 
 
 def power_table(parametric: dict[str, Any]) -> str:
-    """The power at this design, under the fitted model and (where simulated) with the grid's own misfit added."""
+    """The power at this design, under the fitted model and (where simulated) with the grid's own misfit added and
+    with each cell raised by its budget-limited runs' shortfall."""
     laws = parametric["laws"]
     names = {"paper": "2 (paper)", "kaplan": "1.35 (Kaplan)", "hoffmann": "1 (Hoffmann)"}
-    powers = [parametric["power"], *([parametric["power_misfit"]] if "power_misfit" in parametric else [])]
+    powers = [parametric["power"], *(parametric[key] for key in ("power_misfit", "power_budget") if key in parametric)]
     rows = [[power.get("truth", "fitted model"), row["b"], row["coverage"], row["mean_estimate"], row["median_width"],
              *(row["excludes"].get(name, "(truth)") for name in laws)] for power in powers for row in power["by_b"]]
     return markdown_table(["truth", "true b", "coverage of the 95% interval", "mean estimate", "median width",
@@ -174,8 +177,21 @@ def parametric_paragraphs(parametric: dict[str, Any]) -> list[str]:
            "grids per b; a truth the fitted model does not describe): "
            + ("calibrated and able to tell 2 from 1." if parametric["can_detect_with_misfit"] else
               "not calibrated or not able to tell 2 from 1, so the verdict cannot rest on the fit.")
-           if "power_misfit" in parametric else ""),
+           if "power_misfit" in parametric else "")
+        + (budget_sentence(parametric) if "power_budget" in parametric else ""),
     ]
+
+
+def budget_sentence(parametric: dict[str, Any]) -> str:
+    """What the budget-limited truth is and whether the design decides under it."""
+    budget = parametric["power_budget"]
+    return (" Budget-limited truth: each cell raised by the shortfall its step budget left, the mean over its runs "
+            f"of {bd.DESCENT_RANGE:.2f} x the spread of the last {LAST_EVALS} evaluations of a run that hit its "
+            "budget still improving (the fall a steady descent shows in that window, which one more such window "
+            f"would repeat; 0 for a run that stopped early), at most {budget['max_shortfall']:.4f} nats here ("
+            f"{budget['n_sim']} grids per b): "
+            + ("calibrated and able to tell 2 from 1." if parametric["can_detect_with_budget"] else
+               "not calibrated or not able to tell 2 from 1, so the verdict cannot rest on the fit."))
 
 
 def sweep_section(exp: Experiment, analysis: dict[str, Any], floor: float | None, fig_dir: Path) -> Section:

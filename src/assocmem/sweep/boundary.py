@@ -34,6 +34,7 @@ import pandas as pd
 from scipy import optimize, stats
 
 from assocmem.errors import AssocmemError
+from assocmem.sweep.cells import LAST_EVALS
 
 LAWS = {"paper": 2.0, "kaplan": 1 / 0.74, "hoffmann": 1.0}  # the boundary exponent each law predicts
 POWER_EXPONENTS = (0.5, 1.0, 2.0)
@@ -213,6 +214,26 @@ def fit_misfit(fit: BoundaryFit, cells: pd.DataFrame) -> dict[tuple[float, float
         for (d, n), ce in means.items()}
 
 
+# range / standard deviation (ddof 1) of LAST_EVALS evenly spaced values: what a steady descent over a run's last
+# evaluations fell, read from their spread (late_spread)
+DESCENT_RANGE = (LAST_EVALS - 1) / float(np.sqrt(LAST_EVALS * (LAST_EVALS + 1) / 12))
+BUDGET_TRUTH = "fitted model plus the shortfall of the budget-limited runs"
+
+
+def budget_shortfall(cells: pd.DataFrame) -> dict[tuple[float, float], float]:
+    """Per (D, N) cell: how far its step budget left its CE above where its runs were heading (issue 38): the mean
+    over its runs of DESCENT_RANGE x late_spread for a run that hit its budget still improving, 0 for one that met
+    its early-stopping rule. A run still falling steadily over its last LAST_EVALS evaluations fell about that much
+    in that window, so one more such window of steps would take about as much off its CE: the budget truth puts
+    each cell that much above the model, so its boundary moves with the budget (0 everywhere: no budget binds)."""
+    limited = (cells["budget_limited"].astype(bool).to_numpy() if "budget_limited" in cells.columns
+               else np.zeros(len(cells), bool))
+    spread = cells["late_spread"].fillna(0.0).to_numpy(float) if "late_spread" in cells.columns else 0.0
+    fall = cells.assign(fall=np.where(limited, DESCENT_RANGE * spread, 0.0))
+    return {(float(d), float(n)): float(value)
+            for (d, n), value in fall.groupby(["n_tokens", "n_params"])["fall"].mean().items()}
+
+
 def simulate_cells(design: pd.DataFrame, noise: dict[float, float], b: float, alpha: float, tolerance: float,
                    rng: np.random.Generator, misfit: dict[tuple[float, float], float] | None = None) -> pd.DataFrame:
     """A grid at ``design`` (n_tokens, n_params, seed rows) with known b: the boundary at the middle D lies at the
@@ -240,10 +261,11 @@ def _law_exclusions(low: np.ndarray, high: np.ndarray, truth: float) -> dict[str
 def design_power(design: pd.DataFrame, noise: dict[float, float], tolerance: float, *, alpha: float,
                  exponents: tuple[float, ...] = POWER_EXPONENTS, n_sim: int = 200, seed: int = 0,
                  progress: Callable[[str], None] | None = None,
-                 misfit: dict[tuple[float, float], float] | None = None) -> dict[str, Any]:
+                 misfit: dict[tuple[float, float], float] | None = None, truth: str | None = None) -> dict[str, Any]:
     """Per true b: coverage of the nominal 95% interval, mean estimate, median width, and the share of grids whose
-    interval excludes each other law (power), over ``n_sim`` simulated grids at ``design`` (with ``misfit``: the
-    real grid's departure from its fit added to every simulated cell)."""
+    interval excludes each other law (power), over ``n_sim`` simulated grids at ``design`` (with ``misfit``: a
+    per-cell structure added to every simulated cell, the real grid's departure from its fit by default, or the
+    :func:`budget_shortfall` under ``truth`` = BUDGET_TRUTH)."""
     rng = np.random.default_rng(seed)
     by_b = []
     for b in exponents:
@@ -257,7 +279,7 @@ def design_power(design: pd.DataFrame, noise: dict[float, float], tolerance: flo
         if progress:
             progress(f"power at b = {b:g}: coverage {by_b[-1]['coverage']:.2f} over {n_sim} simulated grids")
     return {"n_sim": n_sim, "alpha": alpha, "tolerance": tolerance, "level": LEVEL, "by_b": by_b,
-            "truth": "fitted model" if misfit is None else "fitted model plus the grid's misfit"}
+            "truth": truth or ("fitted model" if misfit is None else "fitted model plus the grid's misfit")}
 
 
 def can_detect_paper_b(power: dict[str, Any]) -> tuple[bool, str]:
@@ -276,6 +298,16 @@ def can_detect_paper_b(power: dict[str, Any]) -> tuple[bool, str]:
     listed = ", ".join(f"{row['coverage']:.0%} at b = {b:g}" for b, row in rows.items())
     return True, (f"calibrated (coverage {listed}) and able to tell b = 2 from b = 1 (in {power_2:.0%} / "
                   f"{power_1:.0%} of simulated grids)")
+
+
+def can_detect_under_every_truth(*powers: dict[str, Any]) -> tuple[bool, str]:
+    """:func:`can_detect_paper_b` under every truth simulated (the fitted model first; issue 38: a design decides
+    only if it is calibrated and tells 2 from 1 under each); the reason names the first truth under which not."""
+    for index, power in enumerate(powers):
+        detect, reason = can_detect_paper_b(power)
+        if not detect:
+            return False, reason if index == 0 else f"under the truth '{power['truth']}', {reason}"
+    return True, can_detect_paper_b(powers[0])[1]
 
 
 def detectable_range(power: dict[str, Any]) -> tuple[float, float] | None:

@@ -18,6 +18,8 @@ from assocmem.report.claims.partition import eq12, lemma5, prop4
 from assocmem.report.claims.radius import PAPER_RATIO, radius
 from assocmem.report.claims.scaling import scaling, scaling_sweep
 from assocmem.report.nn_statistics import nn_trend
+from assocmem.report.sweep import parametric_paragraphs, power_table
+from assocmem.sweep.boundary import BUDGET_TRUTH
 
 KEYS = {"id", "claim", "computed", "numbers", "verdict", "evidence", "how", "quote", "statement_tex", "ours_tex",
         "limits"}
@@ -334,6 +336,23 @@ def test_scaling_sweep_reports_a_fragile_verdict_and_an_unfitted_grid() -> None:
     unfitted = scaling_sweep(_sweep_analysis((0.4, 0.8), fit=False), floor=0.99)
     assert_valid(unfitted)
     assert unfitted["verdict"] == "not-testable" and "3 cells are too few" in unfitted["evidence"]
+
+
+def test_scaling_sweep_power_table_and_verdict_carry_the_budget_limited_truth() -> None:
+    """Issue 38: the budget-limited truth is a row of the power table and a sentence of the evidence; a design that
+    cannot decide under it gives not-testable, with its numbers."""
+    analysis = _sweep_analysis((0.4, 0.8))
+    parametric = analysis["parametric_boundary"]
+    parametric.update(power_budget={**_power(coverage=0.85), "truth": BUDGET_TRUTH, "max_shortfall": 0.0574},
+                      can_detect_with_budget=False)
+    table = power_table(parametric)
+    assert sum(BUDGET_TRUTH in line for line in table.splitlines()) == 3  # one row per simulated b
+    assert "Budget-limited truth" in parametric_paragraphs(parametric)[-1]
+    row = scaling_sweep(analysis, floor=0.99)
+    assert_valid(row)
+    assert row["verdict"] == "not-testable" and "budget-limited truth" in row["evidence"]
+    assert "at most 0.0574 nats" in row["evidence"] and "85% at $b=2$" in row["evidence"]
+    assert row["numbers"]["can_detect_b2_with_budget"] == 0  # a truth value is recorded as 0 or 1
 
 
 def _final(test_ce: list[float], se: float = 0.001, usable: list[bool] | None = None,

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from helpers import sweep_cells
 
+from assocmem.sweep import boundary as bd
 from assocmem.sweep.analysis import analyse, from_json, to_json
 
 CONFIG = {"tolerance": None, "n_boot": 40, "power_sims": 20}
@@ -46,3 +47,21 @@ def test_a_grid_too_small_for_the_boundary_fit_is_reported_not_failed() -> None:
     assert result["parametric_boundary"]["fit"] is None
     assert "more cell means than parameters" in result["parametric_boundary"]["reason"]
     assert np.isfinite(result["boundary"]["slope"])
+
+
+def test_the_verdict_gate_needs_every_truth_and_names_the_one_that_fails() -> None:
+    """Issue 38: calibrated under the fitted model and its misfit, but coverage 85% under the budget-limited truth:
+    the design does not decide, and the reason names the budget truth with its numbers."""
+    good = {"by_b": [{"b": 1.0, "coverage": 0.95, "excludes": {"paper": 0.9}},
+                     {"b": 2.0, "coverage": 0.95, "excludes": {"hoffmann": 0.9}}], "n_sim": 5}
+    budget = {**good, "truth": "budget", "by_b": [good["by_b"][0], {**good["by_b"][1], "coverage": 0.85}]}
+    assert bd.can_detect_under_every_truth(good, {**good, "truth": "misfit"}, {**good, "truth": "budget"})[0]
+    detect, reason = bd.can_detect_under_every_truth(good, {**good, "truth": "misfit"}, budget)
+    assert not detect and "'budget'" in reason and "b = 2 (85%)" in reason
+
+
+def test_a_grid_without_budget_limited_runs_shares_the_models_power(analysis) -> None:
+    parametric = analysis["parametric_boundary"]
+    budget = parametric["power_budget"]
+    assert budget["by_b"] == parametric["power"]["by_b"] and budget["max_shortfall"] == 0.0
+    assert budget["truth"].startswith(bd.BUDGET_TRUTH)

@@ -132,3 +132,23 @@ def test_the_power_with_the_recorded_sweeps_misfit_cannot_tell_2_from_1() -> Non
     assert row["excludes"]["hoffmann"] == 0.0 and power["truth"].endswith("misfit")
     recorded = next(r for r in boundary["power"]["by_b"] if r["b"] == 2.0)
     assert recorded["excludes"]["hoffmann"] >= 0.8  # under the fitted model alone it looked decisive
+
+
+def test_the_budget_limited_truth_raises_the_cells_where_budgets_bind() -> None:
+    """Issue 38: the budget truth draws each cell that much above the model by the shortfall its budget-limited runs
+    show (DESCENT_RANGE x late spread), and leaves the cells whose runs stopped early on the model."""
+    cells = sweep_cells(1.0)
+    small = cells["n_params"] == cells["n_params"].min()
+    cells = cells.assign(budget_limited=small, late_spread=np.where(small, 0.01, 0.003))
+    shortfall = bd.budget_shortfall(cells)
+    assert [v for (_, n), v in shortfall.items() if n == cells["n_params"].min()] == pytest.approx(
+        [bd.DESCENT_RANGE * 0.01] * cells["n_tokens"].nunique())
+    assert all(v == 0.0 for (_, n), v in shortfall.items() if n != cells["n_params"].min())
+    design, noise = cells[["n_tokens", "n_params", "seed"]], dict.fromkeys(map(float, cells["n_tokens"]), 0.003)
+    model = bd.simulate_cells(design, noise, 2.0, 0.8, 0.006, np.random.default_rng(5))
+    budget = bd.simulate_cells(design, noise, 2.0, 0.8, 0.006, np.random.default_rng(5), shortfall)
+    raised = (budget["val_ce"] - model["val_ce"]).to_numpy()
+    assert np.all(raised[small.to_numpy()] > 0.02) and np.allclose(raised[~small.to_numpy()], 0.0)
+    power = bd.design_power(design, noise, 0.006, alpha=0.8, exponents=(2.0,), n_sim=2, seed=1, misfit=shortfall,
+                            truth=bd.BUDGET_TRUTH)
+    assert power["truth"] == bd.BUDGET_TRUTH and power["n_sim"] == 2

@@ -131,6 +131,8 @@ def sweep_verdict(parametric: dict[str, Any]) -> tuple[str, str]:
         return "not-testable", f"no boundary fit: {parametric['reason']}"
     if not parametric["can_detect"]:
         return "not-testable", f"the grid cannot show $b=2$: {parametric['power_reason']}"
+    if parametric.get("can_detect_with_budget") is False:  # an analysis before the gate read the budget truth
+        return "not-testable", "the grid cannot show $b=2$ under a budget-limited truth"
     inside, sizes = sum(parametric["in_grid"]), len(parametric["in_grid"])
     if inside < 2:
         return "not-testable", (f"the fitted boundary lies inside the grid's N range at {inside} of {sizes} data "
@@ -179,6 +181,7 @@ def _sweep_numbers(analysis: dict[str, Any], parametric: dict[str, Any], floor: 
         "hoffmann_b": parametric["laws"]["hoffmann"], "grid_reach_b": parametric["grid_reach"],
         "power_sims": power["n_sim"], "power_alpha": power["alpha"], "can_detect_b2": parametric["can_detect"],
         "can_detect_b2_with_misfit": parametric.get("can_detect_with_misfit"),
+        "can_detect_b2_with_budget": parametric.get("can_detect_with_budget"),
         "boundary_inside_grid_at_d_values": sum(parametric["in_grid"]),
         "threshold_slope": analysis["boundary"]["slope"], "threshold_slope_ci_low": analysis["boundary_slope_ci"][0],
         "threshold_slope_ci_high": analysis["boundary_slope_ci"][1],
@@ -221,6 +224,18 @@ def _unfitted_sweep(analysis: dict[str, Any], parametric: dict[str, Any], floor:
         ours_tex=r"Not measured: the sweep is too small for the boundary fit.", limits=SWEEP_LIMITS)
 
 
+def _budget_evidence(parametric: dict[str, Any]) -> str:
+    """The power under the budget-limited truth (each cell raised by its budget-limited runs' shortfall)."""
+    budget = parametric["power_budget"]
+    coverage = ", ".join(f"{row['coverage']:.0%} at $b={row['b']:g}$" for row in budget["by_b"])
+    at_2 = next((row["excludes"].get("hoffmann") for row in budget["by_b"] if row["b"] == 2.0), None)
+    return (f" With each cell raised by the shortfall its step budget left (at most {budget['max_shortfall']:.4f} "
+            f"nats; {budget['n_sim']} grids per $b$): coverage {coverage}"
+            + (f"; at $b=2$ the interval excludes 1 in {at_2:.0%}" if at_2 is not None else "") + "; "
+            + ("it still tells 2 from 1." if parametric["can_detect_with_budget"] else
+               "it cannot decide under a budget-limited truth."))
+
+
 def scaling_sweep(analysis: dict[str, Any], floor: float | None) -> dict[str, Any]:
     """The N = O(D^2) claim decided by a scaling sweep's parametric boundary fit, after its power check
     (:mod:`assocmem.sweep.analysis`)."""
@@ -245,6 +260,8 @@ def scaling_sweep(analysis: dict[str, Any], floor: float | None) -> dict[str, An
                      + "; " + ("it still tells 2 from 1." if parametric["can_detect_with_misfit"] else
                                "it cannot tell 2 from 1, so the calibration above describes the model, not the "
                                "data."))
+    if "power_budget" in parametric:
+        evidence += _budget_evidence(parametric)
     if fragile:
         evidence += " Fragile: under " + "; ".join(fragile) + "."
     evidence += (f" Threshold estimator (descriptive, not calibrated): slope {analysis['boundary']['slope']:.2f}, "
