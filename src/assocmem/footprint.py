@@ -91,6 +91,8 @@ def check_training_memory(train_cfg: dict[str, Any], model_spec: dict[str, Any],
 # The search's per-query working arrays over a candidate pool: float32 distances, int64 rows, the refine's float64
 # exact distances and norm scale, and the sorted float64/int64 best lists.
 POOL_BYTES_PER_CANDIDATE = 4 + 8 + 8 + 8 + 8 + 8
+# A tile of scores of the CPU engines (faiss: 4096 queries x 1024 rows of float32; onednn's are smaller).
+CPU_TILE_BYTES = 16 << 20
 EXTRA_CANDIDATES = 8  # assocmem.knn.exact's refine fetches k + max(8, k // 4) candidates first
 # A row of the neighbour frames (fraction, query row, rank, neighbour row as int64/float64, float32 distance, the
 # layer's name as an object pointer), held twice: the per-layer frames and their concatenation.
@@ -98,11 +100,11 @@ FRAME_ROW_BYTES = 2 * (8 + 8 + 8 + 8 + 4 + 8)
 
 
 def neighbours_bytes(n_train: int, n_heldout: int, n_radius: int, dim: int, n_layers: int,
-                     cfg: dict[str, Any], block_bytes: int) -> int:
+                     cfg: dict[str, Any]) -> int:
     """Host memory of a neighbours job (:func:`assocmem.stages.neighbours`) from its activation files' shapes: the
     memory-mapped arrays once read (the finite check reads them whole), one layer's search (its float32 copies of
     the training and held-out rows, their de-duplicated and mean-centred copies, float64 squared norms, the
-    refine's candidate pool per query and one ``block_bytes`` block of scores), the neighbour frames of every layer,
+    refine's candidate pool per query and one tile of scores), the neighbour frames of every layer,
     and the radius test's sample (its float64 gain-free copy and float32 copies)."""
     k = int(cfg["k"]) + 1  # the self-search excludes each row's own id
     pool = k + max(EXTRA_CANDIDATES, k // 4)
@@ -112,7 +114,7 @@ def neighbours_bytes(n_train: int, n_heldout: int, n_radius: int, dim: int, n_la
     frame_rows = n_layers * int(cfg["k"]) * (n_train * sum(float(f) for f in cfg["fractions"]) + n_heldout)
     radius_rows = min(n_radius, cfg.get("radius_sample_max") or n_radius)
     radius = 24 * dim * n_radius + radius_rows * pool * POOL_BYTES_PER_CANDIDATE
-    return int(mapped + search + block_bytes + FRAME_ROW_BYTES * frame_rows + radius)
+    return int(mapped + search + CPU_TILE_BYTES + FRAME_ROW_BYTES * frame_rows + radius)
 
 
 def neighbours_device_bytes(n_train: int, n_heldout: int, dim: int) -> int:
@@ -121,15 +123,14 @@ def neighbours_device_bytes(n_train: int, n_heldout: int, dim: int) -> int:
     return 4 * dim * (2 * n_train + n_heldout)
 
 
-def check_neighbours_memory(meta: dict[str, Any], cfg: dict[str, Any], block_bytes: int, device: str,
-                            job: str) -> None:
+def check_neighbours_memory(meta: dict[str, Any], cfg: dict[str, Any], device: str, job: str) -> None:
     """Refuse a neighbours job whose arrays and searches cannot fit the machine (and, on CUDA, the GPU), from the
     activation dump's ``meta.json`` alone (nothing loaded yet)."""
     n_train, n_heldout = (int(meta["splits"][split]["n_chunks"]) for split in ("train", "heldout"))
     dim, n_layers, n_radius = int(meta["d_model"]), len(meta["layers"]), int(meta["radius"]["n_chunks"])
     what = f"neighbours job {job} ({n_layers} layers x {n_train} + {n_heldout} rows x d={dim})"
     remedy = "dump fewer chunks (activations.n_chunks, radius_chunks) or lower neighbours.radius_sample_max"
-    refuse_above_memory(what, neighbours_bytes(n_train, n_heldout, n_radius, dim, n_layers, cfg, block_bytes),
+    refuse_above_memory(what, neighbours_bytes(n_train, n_heldout, n_radius, dim, n_layers, cfg),
                         remedy=remedy)
     if device.startswith("cuda"):
         refuse_above_memory(what, neighbours_device_bytes(n_train, n_heldout, dim), device, remedy)

@@ -158,7 +158,7 @@ def neighbours(params: dict[str, Any], act_dir: Path, out_dir: Path) -> str:
     cfg, seed = params["neighbours"], params["seed"]
     engine = job_engine(cfg, meta["splits"]["train"]["n_chunks"], meta["splits"]["heldout"]["n_chunks"],
                         meta["radius"]["n_chunks"], meta["d_model"])
-    check_neighbours_memory(meta, cfg, 0 if engine.on_gpu else engine.block_budget(), engine.device, str(act_dir))
+    check_neighbours_memory(meta, cfg, engine.device, str(act_dir))
     train, heldout = (load_npy(act_dir / f"{split}.npy", dtype="float32",
                                shape=(len(meta["layers"]), meta["splits"][split]["n_chunks"], meta["d_model"]))
                       for split in ("train", "heldout"))
