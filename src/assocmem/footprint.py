@@ -2,8 +2,9 @@
 refused in one line (the estimate and the machine's memory) instead of dying in an allocation traceback or in the
 kernel's OOM killer (issue 39).
 
-The estimate is of the large buffers only and errs low (allocator overhead, temporary copies and the framework
-itself are left out): a job refused here would certainly not fit; one that passes may still be tight.
+The estimate is of the large buffers only (allocator overhead and the framework itself are left out): the training
+and activations estimates err low (a job refused would certainly not fit; one that passes may still be tight); the
+neighbours estimate measured 1.0-1.4x a real search's peak RSS above the imports (notes/m39 of issue 39).
 """
 
 from __future__ import annotations
@@ -137,13 +138,16 @@ def check_neighbours_memory(meta: dict[str, Any], cfg: dict[str, Any], device: s
 
 
 def forward_bytes(shape: ModelConfig, batch: int, length: int) -> int:
-    """One no-grad forward of ``batch`` sequences of ``length`` tokens that returns every hidden state: the states
-    of every layer, one block's attention scores and weights and feed-forward hidden layer before and after its
-    GELU, and the logits."""
+    """One no-grad forward of ``batch`` sequences of ``length`` tokens that returns every hidden state, as the dump
+    runs it: the states of every layer twice (the previous batch's are still referenced while the next is
+    computed), the larger of one block's attention phase (its LayerNorm, q/k/v, output, reshaped copy, projection
+    and residual; three score-sized arrays of the attention) and its feed-forward phase (LayerNorm, the hidden layer
+    before and after its GELU, output and residual), and the logits."""
     tokens = batch * length
-    states = (shape.n_layer + 2) * tokens * shape.d_model
-    block = 2 * batch * shape.n_head * length * length + 2 * tokens * shape.d_ff + 4 * tokens * shape.d_model
-    return FLOAT_BYTES * (states + block + tokens * shape.vocab_size)
+    states = 2 * (shape.n_layer + 2) * tokens * shape.d_model
+    attention = 8 * tokens * shape.d_model + 3 * batch * shape.n_head * length * length
+    feed_forward = 3 * tokens * shape.d_model + 2 * tokens * shape.d_ff
+    return FLOAT_BYTES * (states + max(attention, feed_forward) + tokens * shape.vocab_size)
 
 
 def activations_bytes(shape: ModelConfig, acts: dict[str, Any], n_dumped: int, length: int) -> tuple[int, int]:
