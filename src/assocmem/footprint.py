@@ -4,7 +4,7 @@ kernel's OOM killer (issue 39).
 
 The estimate is of the large buffers only (allocator overhead and the framework itself are left out): the training
 and activations estimates err low (a job refused would certainly not fit; one that passes may still be tight); the
-neighbours estimate measured 1.0-1.4x a real search's peak RSS above the imports (notes/m39 of issue 39).
+neighbours estimate measured 1.0-1.4x the peak RSS of real searches on synthetic activations (issue 39).
 """
 
 from __future__ import annotations
