@@ -114,14 +114,16 @@ def train(params: dict[str, Any], store_dir: Path, run_dir: Path) -> str:
 
 
 def activations(params: dict[str, Any], model_path: Path, store_dir: Path, out_dir: Path) -> str:
-    from assocmem.activations.decoder import dump_decoder_activations
+    from assocmem.activations.decoder import check_decoder_activations_memory, dump_decoder_activations
     from assocmem.runtime import resolve_device
     from assocmem.train import load_model
 
     set_threads(params["threads"])
     acts = params["activations"]
     device = resolve_device(acts["device"], key="activations.device")
-    dump_decoder_activations(load_model(model_path, device, expect=params["expect"]), store_dir, out_dir,
+    model = load_model(model_path, device, expect=params["expect"])
+    check_decoder_activations_memory(model.cfg, acts, store_dir, device, params.get("label") or str(model_path))
+    dump_decoder_activations(model, store_dir, out_dir,
                              heldout_split=acts["heldout_split"], n_chunks=acts["n_chunks"],
                              chunk_len=acts["chunk_len"], layers=acts["layers"], batch_size=acts["batch_size"],
                              seed=params["seed"], label=params.get("label", ""), radius_chunks=acts["radius_chunks"],
@@ -148,16 +150,19 @@ def neighbours(params: dict[str, Any], act_dir: Path, out_dir: Path) -> str:
     """Self and held-out k-NN of every layer, and the radius test's searches on the last layer (distinct prefixes,
     and the final LayerNorm's gain divided out where the last layer is its output)."""
     from assocmem.activations import FINAL_NORM_LAYER, final_norm_affine
+    from assocmem.footprint import check_neighbours_memory
     from assocmem.knn import job_engine, search_activations, search_radius
 
     threads = set_threads(params["threads"])
     meta = read_json(act_dir / "meta.json")
+    cfg, seed = params["neighbours"], params["seed"]
+    engine = job_engine(cfg, meta["splits"]["train"]["n_chunks"], meta["splits"]["heldout"]["n_chunks"],
+                        meta["radius"]["n_chunks"], meta["d_model"])
+    check_neighbours_memory(meta, cfg, engine.device, str(act_dir))
     train, heldout = (load_npy(act_dir / f"{split}.npy", dtype="float32",
                                shape=(len(meta["layers"]), meta["splits"][split]["n_chunks"], meta["d_model"]))
                       for split in ("train", "heldout"))
     sample = load_npy(act_dir / "radius.npy", dtype="float32", shape=(1, meta["radius"]["n_chunks"], meta["d_model"]))
-    cfg, seed = params["neighbours"], params["seed"]
-    engine = job_engine(cfg, train.shape[1], heldout.shape[1], sample.shape[1], meta["d_model"])
     self_df, held_df, summary = search_activations(train, heldout, meta["layers"], cfg, seed, engine)
     affine = final_norm_affine(meta) if meta["layers"][-1] == FINAL_NORM_LAYER else None
     radius, radius_numbers = search_radius(sample[0], train, meta["layers"], cfg, seed, affine, engine)

@@ -31,10 +31,11 @@ import torch
 from assocmem.activations.final_norm import final_norm_record
 from assocmem.activations.splits import ChunkSplit, dump_splits, plan_splits
 from assocmem.errors import AssocmemError
+from assocmem.footprint import check_activations_memory
 from assocmem.io import require_finite, write_npy, write_parquet
-from assocmem.model import DecoderLM, hidden_layer_names
+from assocmem.model import DecoderLM, ModelConfig, hidden_layer_names
 from assocmem.progress import bar
-from assocmem.tokenstore import TokenStore
+from assocmem.tokenstore import TokenStore, read_store_meta
 
 ChunkBatch = tuple[np.ndarray, np.ndarray, np.ndarray]  # chunk rows, tokens (B, T), positions (B,)
 SEQUENCE_CHUNKING = "prefix of one LM sequence ending at a uniform random position"
@@ -84,6 +85,17 @@ def gather_states(model: DecoderLM, batches: Iterator[ChunkBatch], n_chunks: int
         progress.update(len(idx))
     progress.close()
     return out
+
+
+def check_decoder_activations_memory(shape: ModelConfig, acts: dict[str, Any], store_dir: Path, device: str,
+                                     job: str) -> None:
+    """Refuse the dump before its arrays are allocated when the model, one batch and the output cannot fit
+    (:func:`assocmem.footprint.check_activations_memory`; a chunk is a whole sequence, up to ``max_len``, on a store
+    of sequences, else ``chunk_len`` tokens)."""
+    sequences = read_store_meta(store_dir).get("batching") == "sequences"
+    length = shape.max_len if sequences else int(acts["chunk_len"])
+    n_dumped = len(layer_selection(shape.n_layer, acts["layers"]))
+    check_activations_memory(shape, acts, n_dumped, length, device, job)
 
 
 def layer_selection(n_layer: int, layers: str) -> list[int]:
