@@ -65,7 +65,7 @@ fi
 
 if python3 -c "import importlib.util as u, sys; sys.exit(u.find_spec('assocmem.train.stacked') is None)" 2>/dev/null \
    && [ -f benchmarks/bench_stacked.py ]; then
-  part 90 "stacked replicas" python3 benchmarks/bench_stacked.py --replicas 1,4,16 $([ $DRY = 1 ] && echo --quick)
+  part 90 "stacked replicas" python3 benchmarks/bench_stacked.py --replicas 1,4,16 $([ $DRY = 1 ] && echo --dry-run || echo --shapes G3,G5)
 else
   echo "skip stacked replicas: no stacked trainer in this checkout (assocmem.train.stacked, benchmarks/bench_stacked.py)"
 fi
