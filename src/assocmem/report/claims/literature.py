@@ -12,7 +12,7 @@ from assocmem.errors import AssocmemError
 from assocmem.report import quotes
 from assocmem.report.claims.base import check_row, listing, require_columns, tex_number
 from assocmem.report.claims.registry import Claim, register
-from assocmem.report.evidence import Evidence
+from assocmem.report.evidence import Evidence, run_key
 from assocmem.report.quotes import PAPER_TABLE2_MODELS
 from assocmem.theory import params as pr
 
@@ -188,11 +188,16 @@ PARAMS_COLUMNS = ["model", "n_params", "vocab", "n_ctx", "d", "n_layer", "d_ff",
 
 
 def params_inputs(evidence: Evidence) -> pd.DataFrame:
-    """One row per trained run: its measured parameter count, shape and training tokens."""
+    """One row per trained run: its measured parameter count, shape and training tokens; a run is named by its
+    model and subset, with its experiment where several experiments train a model of one name."""
+    runs = evidence.trained_runs
+    labels = [run.label for run in runs]
+    if len(set(labels)) < len(labels):
+        labels = [run_key(run) for run in runs]
     rows = []
-    for run in evidence.trained_runs:
+    for run, label in zip(runs, labels, strict=True):
         cfg = run.summary["model_config"]
-        rows.append({"model": run.label, "n_params": run.summary["n_params"], "vocab": cfg["vocab_size"],
+        rows.append({"model": label, "n_params": run.summary["n_params"], "vocab": cfg["vocab_size"],
                      "n_ctx": cfg["max_len"], "d": cfg["d_model"], "n_layer": cfg["n_layer"], "d_ff": cfg["d_ff"],
                      "tied": bool(cfg["tie_embeddings"]), "n_train_tokens": run.summary["subset"]["n_tokens"]})
     return pd.DataFrame(rows, columns=PARAMS_COLUMNS)
