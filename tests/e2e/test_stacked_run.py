@@ -72,8 +72,8 @@ def test_a_stacked_grid_runs_one_job_per_cell_and_writes_each_replicas_single_ru
         assert stamp["params"]["seed"] == layout.replicate_seed(5, layout.parse_replicate(label)[1])
         assert set(stamp["files"]) == {"model.pt", "best.pt", "metrics.csv", "summary.json", "eval_rows.parquet"}
         assert json.loads((run / "timing.json").read_text())["gemm_choice"]["how"] == "stacked"
-    # the sweep analysis and the report (which checks every stamp) read the replicas' files unchanged
-    assert json.loads((results / "memo" / "sweep" / "analysis.json").read_text())["n_runs"] == 4
+    # the memorisation analysis and the report (which checks every stamp) read the replicas' files unchanged
+    assert json.loads((results / "memo" / "memorisation" / "analysis.json").read_text())["n_runs"] == 4
     assert "memorisation" in {c["id"] for c in json.loads((results / "report" / "checks.json").read_text())["checks"]}
     assert (results / "benchmarks" / "memo" / "train_stacked_m1_pct100.tsv").is_file()
     # a rerun is a no-op for m0's stack, and reruns m1's stack, whose settings changed (the same seeds, lr 2e-3)
