@@ -27,6 +27,10 @@ NOT_RUN = {  # first word(s) of a command -> why this test does not run it
     "benchmarks/gpu_check.sh --dry-run": "the GPU check's CPU dry run: tests/unit/train/test_gpu_check.py runs it",
     "OUT=/tmp/gpu-check benchmarks/gpu_check.sh": "the GPU check: needs a CUDA machine (benchmarks/README.md)",
     "mkdir -p .whl": "fetches the GPU machine's wheels from PyPI (an install step for the GPU check)",
+    "python -m assocmem.memorisation.decisive": "rewrites its record in docs/results/ (minutes of simulation); "
+                                                "tests/unit/docs/test_results_record.py recomputes its cost",
+    "python -m assocmem.report.reanalyse": "rewrites its record in docs/results/ (10 minutes of profile fits); "
+                                           "tests/unit/docs/test_results_record.py refits it",
     "sinfo": "a SLURM cluster's own command", "sacctmgr": "a SLURM cluster's own command",
     "sbatch": "a SLURM cluster's own command", "squeue": "a SLURM cluster's own command",
     "sacct": "a SLURM cluster's own command", "tail -f": "watches a SLURM driver's log",
