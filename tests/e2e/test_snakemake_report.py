@@ -9,7 +9,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import snakemake
+from conftest import ROOT, snakemake
 from helpers import receipt_problems
 
 pytestmark = pytest.mark.e2e
@@ -75,7 +75,6 @@ def test_results_of_another_config_are_not_packed(tiny_run, tmp_path):
     """Issue 39: `snakemake --report` packed results made with other settings (an earlier `--set` run) without a
     word; it now refuses, naming the jobs, before it packs anything."""
     import yaml
-    from conftest import ROOT
 
     config = yaml.safe_load((ROOT / "config" / "test.yaml").read_text())
     config["experiments"]["qf"]["train"]["lr"] *= 2
