@@ -9,8 +9,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, snakemake
-from helpers import receipt_problems
+from conftest import snakemake
+from helpers import ROOT, receipt_problems
 
 pytestmark = pytest.mark.e2e
 
