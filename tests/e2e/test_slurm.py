@@ -365,7 +365,9 @@ def model_weights_equal(a: Path, b: Path) -> bool:
 @pytest.mark.e2e
 def test_pipeline_test_config_on_slurm_matches_a_local_run(cluster, tmp_path):
     config = ["-s", str(REPO / "Snakefile"), "--configfile", str(REPO / "config" / "test.yaml")]
-    local = run_snakemake([*config, "--config", f"results_dir={tmp_path / 'local'}", "--cores", "2"],
+    # one core: every local job then runs threads_per_job threads, as each SLURM job does (a local run on more cores
+    # gives evaluate and neighbours jobs a share of them, assocmem.runtime.share_of_cores)
+    local = run_snakemake([*config, "--config", f"results_dir={tmp_path / 'local'}", "--cores", "1"],
                           tmp_path / "local_run")
     assert local.returncode == 0, f"local reference run failed:\n{local.stderr[-5000:]}"
     on_slurm = run_snakemake([*config, "--config", f"results_dir={tmp_path / 'slurm'}", *slurm_args(cluster)],
