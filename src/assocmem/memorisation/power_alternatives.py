@@ -98,23 +98,26 @@ def _one_grid(runs: pd.DataFrame, truth: dict[str, Any], log_d_ref: float) -> tu
     """(b̂, covers, excludes per law) for the overhead fit and the pure fit; NaN rows where a fit fails."""
     laws = list(mb.LAWS.values())
     overhead = np.full(2 + len(laws), np.nan)
-    pure = np.full(2 + len(laws), np.nan)
     try:
         data = bo.data_of(runs)
     except AssocmemError:
-        return overhead, pure
+        return overhead, np.full(2 + len(laws), np.nan)
     start = np.asarray(truth["phi"], dtype=float).copy()
     start[2] += truth["b"] * (log_d_ref - data.log_d_ref)  # m at this design's D_ref
     value, phi = bo.maximise(data, [start])
     gap = np.array([bo.gap_b(data, value, b, phi)[0] for b in (truth["b"], *laws)])
     gap = gap - min(0.0, float(gap.min()))  # a profile above the fit: the fit had stopped short of its maximum
     overhead[:] = [phi[3], gap[0] <= bo.THRESHOLD, *(gap[1:] > bo.THRESHOLD)]
+    return overhead, _pure_fit_row(runs, truth["b"], np.array(laws))
+
+
+def _pure_fit_row(runs: pd.DataFrame, b_true: float, laws: np.ndarray) -> np.ndarray:
+    """(b̂, covers, excludes per law) of the pipeline's pure power-law fit; all NaN where that fit fails."""
     try:
         _, b_hat, low, high = mb._b_fit(mb._runs_grid(runs, "power"))
-        pure[:] = [b_hat, low <= truth["b"] <= high, *((np.array(laws) < low) | (np.array(laws) > high))]
     except AssocmemError:
-        pass
-    return overhead, pure
+        return np.full(2 + len(laws), np.nan)
+    return np.array([b_hat, low <= b_true <= high, *((laws < low) | (laws > high))], dtype=float)
 
 
 def _summary(results: np.ndarray, truth_law: str) -> dict[str, Any]:
