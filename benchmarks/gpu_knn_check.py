@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -33,6 +32,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from assocmem.autotune.measure import cpu_model_and_flags
 from assocmem.knn import DEFAULT_QUERY_BATCH, Engine, knn
 from assocmem.knn.shards import Shards
 from assocmem.knn.torch_engine import TorchSearch
@@ -57,17 +57,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def cpu_model() -> str:
-    try:
-        lines = Path("/proc/cpuinfo").read_text().splitlines()
-    except OSError:
-        return platform.processor()
-    return next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), "unknown")
-
-
 def host() -> dict[str, Any]:
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
-    return {"cpu": cpu_model(), "cores": os.cpu_count(), "gpu": gpu, "torch": torch.__version__,
+    return {"cpu": cpu_model_and_flags()[0], "cores": os.cpu_count(), "gpu": gpu, "torch": torch.__version__,
             "faiss": import_faiss().__version__, "date": time.strftime("%Y-%m-%d %H:%M:%S")}
 
 
