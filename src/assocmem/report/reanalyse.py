@@ -1,9 +1,12 @@
-"""Today's memorisation analysis on the runs of a recorded grid (issue 38, item 2): no training, only the sweep
-stage's analysis (:func:`assocmem.memorisation.analysis.analyse`) and the memorisation claim's verdict, applied to
-the runs a record of ``docs/results/`` holds. Written as a record of its own, beside the run's:
+"""Today's analysis on the runs of a recorded grid (issue 38, items 1-2): no training, only the analysis stage
+(:func:`assocmem.memorisation.analysis.analyse` for a memorisation grid, :func:`assocmem.sweep.analysis.analyse`
+for a scaling sweep) and the claim's verdict, applied to the runs a record of ``docs/results/`` holds. Written as
+a record of its own, beside the run's:
 
     python -m assocmem.report.reanalyse docs/results/memorisation.json \\
         --config config/memorisation.yaml --out docs/results/memorisation_reanalysis.json --commit <sha>
+    python -m assocmem.report.reanalyse docs/results/scaling.json \\
+        --config config/scaling.yaml --out docs/results/scaling_reanalysis.json --commit <sha>
 
 The run's record keeps its own verdict (the code that ran it); this record says what today's analysis makes of the
 same runs. ``--with`` adds the runs of further records of the same kind of facts (bits per fact, threshold) to one
@@ -20,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import yaml
 
 from assocmem.errors import AssocmemError
 from assocmem.io import read_json, write_json
@@ -36,7 +38,10 @@ RUN_COLUMNS = ("model", "seed", "label", "subset", "fraction", "n_params", "n_fa
 
 
 def _sweep_and_seed(config: Path) -> tuple[dict[str, Any], int]:
-    loaded = yaml.safe_load(config.read_text())
+    from assocmem.config import load_config, load_schema
+    from assocmem.schemas import config_schema_path
+
+    loaded = load_config(config, load_schema(config_schema_path()))  # the schema's defaults, as the run had them
     experiments = loaded["experiments"]
     if len(experiments) != 1:
         raise AssocmemError(f"{config}: expected one experiment, found {', '.join(experiments)}")
@@ -76,6 +81,34 @@ def reanalyse(record_file: Path, config: Path, *, commit: str, extra: tuple[Path
             "analysis": {key: analysis[key] for key in KEEP if key in analysis}}
 
 
+SCALING_KEEP = ("fit", "tolerance", "in_grid", "n_range", "d_range", "grid_reach", "power", "power_misfit",
+                "power_budget", "can_detect", "can_detect_with_misfit", "can_detect_with_budget", "power_reason",
+                "detectable_range", "laws", "sensitivity")
+
+
+def reanalyse_scaling(record_file: Path, config: Path, *, commit: str) -> dict[str, Any]:
+    """Today's scaling-sweep analysis (:func:`assocmem.sweep.analysis.analyse`: the boundary fit and its power under
+    the fitted model, the misfit the grid shows and a budget-limited truth) on the cells a scaling record holds."""
+    from assocmem.report.claims.scaling import sweep_verdict
+    from assocmem.sweep.analysis import analyse as analyse_sweep
+
+    rec = read_json(record_file)
+    cells = (rec.get("sweep") or {}).get("cells")
+    if not cells:
+        raise AssocmemError(f"{record_file}: no sweep cells to re-analyse (not a scaling sweep's record)")
+    sweep, seed = _sweep_and_seed(config)
+    started = time.monotonic()
+    analysis = analyse_sweep(pd.DataFrame(cells), sweep, seed=seed)
+    parametric = analysis["parametric_boundary"]
+    verdict, reason = sweep_verdict(parametric)
+    return {"schema": "assocmem-reanalysis-v1", "kind": "scaling", "source": str(record_file),
+            "source_commit": rec["commit"], "source_verdict": rec["verdicts"]["scaling"], "commit": commit,
+            "date": datetime.date.today().isoformat(),
+            "command": f"python -m assocmem.report.reanalyse {record_file} --config {config}", "with": [],
+            "analysis_s": round(time.monotonic() - started, 1), "verdict": verdict, "reason": reason,
+            "analysis": {key: parametric[key] for key in SCALING_KEEP if key in parametric}}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("record", type=Path)
@@ -85,9 +118,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--with", dest="extra", type=Path, nargs="*", default=[],
                         help="further records whose runs join the analysis")
     args = parser.parse_args(argv)
-    result = reanalyse(args.record, args.config, commit=args.commit, extra=tuple(args.extra))
+    if "memorisation" in read_json(args.record):
+        result, kind = reanalyse(args.record, args.config, commit=args.commit, extra=tuple(args.extra)), "memorisation"
+    else:
+        if args.extra:
+            raise AssocmemError("--with joins memorisation grids only")
+        result, kind = reanalyse_scaling(args.record, args.config, commit=args.commit), "scaling"
     write_json(args.out, result)
-    print(f"memorisation re-analysis: {result['verdict']}: {result['reason']}")
+    print(f"{kind} re-analysis: {result['verdict']}: {result['reason']}")
     return 0
 
 
