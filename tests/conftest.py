@@ -8,7 +8,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from helpers import ROOT  # noqa: E402 - after the tests directory is importable
+from helpers import ROOT, remove_scontrol_stub, stub_scontrol  # noqa: E402 - after the tests directory is importable
 
 # Files that legitimately differ between two runs: logs, wall-clock timings (the timed library choices of
 # assocmem.autotune included), the choice cache itself, the report pages, whose provenance section lists the stage
@@ -17,6 +17,14 @@ from helpers import ROOT  # noqa: E402 - after the tests directory is importable
 NOT_SCIENCE = ("logs/", "benchmarks/", "timing.", ".cache/", "report/index.html", "report/report.md",
                "provenance.json")
 
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    stub_scontrol()  # before any test starts Snakemake (whose SLURM plugin probes scontrol at each start)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    remove_scontrol_stub()
 
 def snakemake(workdir: Path, *args: str, config: Path | None = None, check: bool = True,
               timeout: int = 900, snakefile: Path | None = None) -> subprocess.CompletedProcess:

@@ -3,14 +3,51 @@ McCoy-format files and tokenized stores, and the rules for the report's receipts
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import stat
 import subprocess
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]  # the repository
 SHARED = ROOT.parent / "shared"  # test material beside the checkout (absent: the tests that need it skip)
+STUB_DIR_VARIABLE = "ASSOCMEM_TESTS_SCONTROL_STUB"
+
+
+def stub_scontrol() -> None:
+    """Shadow an installed ``scontrol`` with one that fails at once, for this process and its children.
+
+    snakemake-executor-plugin-slurm runs ``scontrol show config`` when Snakemake loads its plugins (every start,
+    2.x); where SLURM's client is installed but no controller runs (a machine where the SLURM test ran before),
+    that call waits about 9 s, every time, in every test that starts Snakemake. The stub answers as a machine
+    without a controller does, at once. The SLURM test's own cluster gets the real one (``real_slurm_env``)."""
+    if os.environ.get(STUB_DIR_VARIABLE) or not shutil.which("scontrol"):
+        return
+    stub_dir = Path(tempfile.mkdtemp(prefix="assocmem-tests-stub."))
+    stub = stub_dir / "scontrol"
+    stub.write_text("#!/bin/sh\necho 'scontrol: stubbed by the test suite (no controller)' >&2\nexit 1\n")
+    stub.chmod(stub.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    os.environ[STUB_DIR_VARIABLE] = str(stub_dir)
+    os.environ["PATH"] = f"{stub_dir}{os.pathsep}{os.environ.get('PATH', '')}"
+
+
+def remove_scontrol_stub() -> None:
+    stub_dir = os.environ.get(STUB_DIR_VARIABLE)
+    if stub_dir and Path(stub_dir).name.startswith("assocmem-tests-stub."):
+        shutil.rmtree(stub_dir, ignore_errors=True)
+
+
+def real_slurm_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment with the real ``scontrol`` back on PATH (see ``stub_scontrol``), plus ``extra``."""
+    env = {**os.environ, **(extra or {})}
+    stub_dir = env.pop(STUB_DIR_VARIABLE, None)
+    if stub_dir:
+        env["PATH"] = os.pathsep.join(part for part in env.get("PATH", "").split(os.pathsep) if part != stub_dir)
+    return env
 
 LINES = {
     "train": [

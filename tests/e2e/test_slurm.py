@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from helpers import ROOT
+from helpers import ROOT, real_slurm_env
 
 from assocmem.io import write_text
 
@@ -73,14 +73,15 @@ def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
     cluster_dir = Path(tempfile.mkdtemp(prefix="assocmem-slurm."))
     keep_logs = tmp_path_factory.mktemp("slurm_logs")
     request.addfinalizer(lambda: _tear_down(cluster_dir, keep_logs))
-    up = subprocess.run([SCRIPTS / "cluster_up.sh", cluster_dir], capture_output=True, text=True, timeout=900)
+    up = subprocess.run([SCRIPTS / "cluster_up.sh", cluster_dir], capture_output=True, text=True, timeout=900,
+                        env=real_slurm_env())
     if up.returncode == UNAVAILABLE_EXIT:
         pytest.skip(f"cannot host a SLURM cluster here: {up.stderr.strip().splitlines()[-1]}")
     assert up.returncode == 0, f"cluster_up.sh failed:\n{up.stderr[-3000:]}"
     exports = _parse_exports(up.stdout)
     return Cluster(
         dir=cluster_dir,
-        env={**os.environ, **exports},
+        env=real_slurm_env(exports),
         partition=exports["ASSOCMEM_SLURM_PARTITION"],
         account=exports["ASSOCMEM_SLURM_ACCOUNT"],
     )
@@ -88,12 +89,13 @@ def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
 
 def _tear_down(cluster_dir: Path, keep_logs: Path) -> None:
     down = subprocess.run([SCRIPTS / "cluster_down.sh", cluster_dir], capture_output=True, text=True,
-                          timeout=120)
+                          timeout=120, env=real_slurm_env())
     if (cluster_dir / "log").is_dir():
         shutil.copytree(cluster_dir / "log", keep_logs, dirs_exist_ok=True)
     write_text(keep_logs / "cluster_down.log", down.stderr)
     if down.returncode == 0:
-        subprocess.run([SCRIPTS / "cluster_down.sh", cluster_dir, "--purge"], capture_output=True, timeout=60)
+        subprocess.run([SCRIPTS / "cluster_down.sh", cluster_dir, "--purge"], capture_output=True, timeout=60,
+                       env=real_slurm_env())
     if cluster_dir.is_dir() and not any(cluster_dir.iterdir()):
         cluster_dir.rmdir()   # cluster_up.sh gave up before using it
 
