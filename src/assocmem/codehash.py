@@ -14,6 +14,7 @@ docstrings count: the digest is of the bytes, so a false rerun is possible, a st
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import re
 from collections.abc import Iterable
@@ -67,6 +68,14 @@ def references(tree: ast.AST, module: str, is_package: bool) -> set[str]:
     return {part for name in names if name.split(".")[0] == PACKAGE for part in _with_parents(name)}
 
 
+@functools.lru_cache(maxsize=4096)
+def _module_references(source: bytes, name: str, is_package: bool) -> frozenset[str]:
+    """``references`` of one module's source, parsed once per process and per content: a Snakefile computes the
+    digest of every stage, and the stages share most of their modules (keyed by the bytes, not by a file time, so
+    an edit is never served from the cache)."""
+    return frozenset(references(ast.parse(source), name, is_package))
+
+
 def module_closure(roots: Iterable[str], root: Path = PACKAGE_DIR) -> dict[str, Path]:
     """Module name -> source file of ``roots`` and everything they import within the package, transitively."""
     seen: dict[str, Path] = {}
@@ -77,8 +86,7 @@ def module_closure(roots: Iterable[str], root: Path = PACKAGE_DIR) -> dict[str, 
         if name in seen or path is None:
             continue
         seen[name] = path
-        tree = ast.parse(path.read_bytes(), filename=str(path))
-        todo.extend(references(tree, name, path.name == "__init__.py") - seen.keys())
+        todo.extend(_module_references(path.read_bytes(), name, path.name == "__init__.py") - seen.keys())
     return seen
 
 
