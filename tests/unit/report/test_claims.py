@@ -459,19 +459,34 @@ def test_loss_floor_excludes_unconverged_and_small_subsets_and_uses_the_sweep() 
 
 def test_overfit_verdicts() -> None:
     steps = np.arange(6)
-    rising = pd.DataFrame({"subset": "0.1%", "step": steps, "train_ce": 3 - 0.4 * steps,
+    rising = pd.DataFrame({"subset": "0.1%", "fraction": 0.001, "step": steps, "train_ce": 3 - 0.4 * steps,
                            "test_ce": [3.0, 2.6, 2.5, 2.6, 2.8, 3.0]})
-    flat = pd.DataFrame({"subset": "100%", "step": steps, "train_ce": 3 - 0.1 * steps,
+    flat = pd.DataFrame({"subset": "100%", "fraction": 1.0, "step": steps, "train_ce": 3 - 0.1 * steps,
                          "test_ce": 3.05 - 0.1 * steps})
     row = overfit(pd.concat([rising, flat]), floor=1.0)
     assert_valid(row)
     assert row["verdict"] == "reproduced"
     assert row["numbers"]["0.1%.test_rise"] == pytest.approx(0.5)
-    assert overfit(flat, floor=1.0)["verdict"] == "refuted"
-    assert overfit(flat.iloc[:1], floor=1.0)["verdict"] == "not-testable"
+    small_flat = flat.assign(subset="1%", fraction=0.01)
+    refuted = overfit(pd.concat([small_flat, flat]), floor=1.0)
+    assert refuted["verdict"] == "refuted" and "(of 1%)" in refuted["evidence"]
+    assert overfit(small_flat.iloc[:1], floor=1.0)["verdict"] == "not-testable"
+
+
+def test_overfit_is_not_decided_by_full_data_runs() -> None:
+    """The claim is about small subsets: full-data runs that do not over-fit leave it not-testable (the entropy
+    config trains full data only, and its report said 'refuted'), and so does a small subset still improving."""
+    steps = np.arange(6)
+    rising = pd.DataFrame({"subset": "0.1%", "fraction": 0.001, "step": steps, "train_ce": 3 - 0.4 * steps,
+                           "test_ce": [3.0, 2.6, 2.5, 2.6, 2.8, 3.0]})
+    flat = pd.DataFrame({"subset": "100%", "fraction": 1.0, "step": steps, "train_ce": 3 - 0.1 * steps,
+                         "test_ce": 3.05 - 0.1 * steps})
+    alone = overfit(flat, floor=1.0)
+    assert alone["verdict"] == "not-testable" and "full-data runs do not speak to it" in alone["evidence"]
+    assert alone["numbers"]["100%.test_rise"] == pytest.approx(0.0)  # still described
     marked = pd.concat([rising.assign(usable=False, status="not converged"), flat.assign(usable=True)])
     excluded = overfit(marked, floor=1.0)
-    assert excluded["verdict"] == "refuted" and "0.1% (not converged)" in excluded["evidence"]
+    assert excluded["verdict"] == "not-testable" and "0.1% (not converged)" in excluded["evidence"]
 
 
 def test_scaling_drops_unconverged_runs() -> None:

@@ -251,33 +251,32 @@ def loss_floor(final_ce: pd.DataFrame, floor: float, floor_low: float | None = N
 
 
 def overfit(metrics: pd.DataFrame, floor: float, min_rise: float = 0.05) -> dict[str, Any]:
-    """metrics: subset, step, train_ce, test_ce (optional usable/status per row: runs marked not converged are
-    dropped). Reproduced iff some subset's test CE ends >= min_rise nats above its minimum while its train CE kept
-    falling after that minimum; refuted iff no converged subset does; not-testable iff none has two evaluations."""
-    require_columns(metrics, ["subset", "step", "train_ce", "test_ce"], "overfit metrics")
+    """metrics: subset, fraction, step, train_ce, test_ce (optional usable/status per row: runs marked not converged
+    are dropped). The claim is about small subsets, so only subsets smaller than the largest (fraction below the
+    largest fraction) decide; the full-data runs are listed as context. Reproduced iff some small subset's test CE
+    ends >= min_rise nats above its minimum while its train CE kept falling after that minimum; refuted iff no
+    converged small subset does; not-testable iff no small subset has two evaluations."""
+    require_columns(metrics, ["subset", "fraction", "step", "train_ce", "test_ce"], "overfit metrics")
+    largest = metrics["fraction"].max()  # the full training set, whether or not its runs converged
     metrics, excluded = usable_rows(metrics)
     numbers: dict[str, Any] = {"floor": floor, "min_rise": min_rise}
-    shown, testable = [], False
+    shown, small_tested = [], []
     for subset, group in metrics.sort_values("step").groupby("subset"):
         if len(group) < 2:
             continue
-        testable = True
-        best = group["test_ce"].idxmin()
-        rise = group["test_ce"].iloc[-1] - group.loc[best, "test_ce"]
-        train_drop = group.loc[best, "train_ce"] - group["train_ce"].iloc[-1]
-        numbers.update({f"{subset}.min_test_ce": group.loc[best, "test_ce"],
-                        f"{subset}.step_at_min": group.loc[best, "step"],
-                        f"{subset}.final_test_ce": group["test_ce"].iloc[-1], f"{subset}.test_rise": rise,
-                        f"{subset}.final_train_ce": group["train_ce"].iloc[-1],
-                        f"{subset}.final_train_minus_floor": group["train_ce"].iloc[-1] - floor,
-                        f"{subset}.train_drop_after_min": train_drop})
-        if rise >= min_rise and train_drop > 0:
+        numbers.update(_overfit_numbers(str(subset), group, floor))
+        if group["fraction"].iloc[0] >= largest:
+            continue
+        small_tested.append(str(subset))
+        if numbers[f"{subset}.test_rise"] >= min_rise and numbers[f"{subset}.train_drop_after_min"] > 0:
             shown.append(str(subset))
-    verdict = "not-testable" if not testable else ("reproduced" if shown else "refuted")
-    evidence = (f"Subsets with test CE rising by at least {min_rise} nats after its minimum while train CE keeps "
-                f"falling: {listing(shown)}. A negative final train minus floor means the training CE is below the "
-                "data's Bayes floor, i.e. memorisation of the training sample." if testable
-                else "No converged subset with two or more evaluations.")
+    verdict = "not-testable" if not small_tested else ("reproduced" if shown else "refuted")
+    evidence = (f"Subsets smaller than the full training set, with test CE rising by at least {min_rise} nats after "
+                f"its minimum while train CE keeps falling: {listing(shown)} (of {listing(small_tested)}). A negative "
+                "final train minus floor means the training CE is below the data's Bayes floor, i.e. memorisation "
+                "of the training sample." if small_tested
+                else "No converged subset smaller than the full training set with two or more evaluations: the "
+                     "claim is about small subsets, and full-data runs do not speak to it.")
     if excluded:
         evidence += (" Not used (still improving, so they cannot show the rise yet): " + ", ".join(excluded) + ".")
     return check_row(
@@ -329,11 +328,22 @@ def final_ce(evidence: Evidence, runs: list[Run], statuses: dict[str, Any] | Non
     return pd.DataFrame(rows)
 
 
+def _overfit_numbers(subset: str, group: pd.DataFrame, floor: float) -> dict[str, Any]:
+    best = group["test_ce"].idxmin()
+    return {f"{subset}.min_test_ce": group.loc[best, "test_ce"], f"{subset}.step_at_min": group.loc[best, "step"],
+            f"{subset}.final_test_ce": group["test_ce"].iloc[-1],
+            f"{subset}.test_rise": group["test_ce"].iloc[-1] - group.loc[best, "test_ce"],
+            f"{subset}.final_train_ce": group["train_ce"].iloc[-1],
+            f"{subset}.final_train_minus_floor": group["train_ce"].iloc[-1] - floor,
+            f"{subset}.train_drop_after_min": group.loc[best, "train_ce"] - group["train_ce"].iloc[-1]}
+
+
 def overfit_inputs(evidence: Evidence, runs: list[Run]) -> pd.DataFrame:
-    frames = [run.metrics.assign(subset=run.label, usable=evidence.status(run).usable_at_best,
+    frames = [run.metrics.assign(subset=run.label, fraction=run.fraction, usable=evidence.status(run).usable_at_best,
                                  status=evidence.status(run).status)
               .rename(columns={"train_eval_ce": "train_ce", "val_ce": "test_ce"}) for run in runs]
-    return pd.concat(frames, ignore_index=True)[["subset", "step", "train_ce", "test_ce", "usable", "status"]]
+    return pd.concat(frames, ignore_index=True)[["subset", "fraction", "step", "train_ce", "test_ce", "usable",
+                                                 "status"]]
 
 
 def sweep_floor_runs(experiments: list[Experiment], sweeps: dict[str, dict[str, Any]]) -> pd.DataFrame:
