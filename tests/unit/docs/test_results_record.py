@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -257,3 +258,27 @@ def test_the_decisive_design_is_its_config_and_its_recorded_cost_is_todays() -> 
     cost = decisive.cost(runs, power_alternatives.truths(runs))
     assert cost["by_truth"] == pytest.approx(rec["cost"]["by_truth"])
     assert rec["commit"] in _section("The memorisation grid") and not rec["can_decide"]
+
+
+def test_the_budget_check_is_todays_comparison_of_the_two_records_and_results_md_quotes_it() -> None:
+    """docs/results/memorisation_budget_check.json (issue 38, item 3): today's comparison of the recorded grid with
+    its 2x re-run of the cells near the boundary gives the recorded per-D boundaries, b and 'moved'; docs/results.md
+    says what it found (the rule's answer and the direction the boundaries went)."""
+    from assocmem.memorisation import budget_check
+
+    rec = _load("memorisation_budget_check.json")
+    once, twice = (budget_check._runs(RECORDS / Path(name).name)[0] for name in (rec["once"], rec["twice"]))
+    today = budget_check.compare(once, twice, intervals=False)
+    assert today["moved"] == rec["moved"] and today["replaced_runs"] == rec["replaced_runs"]
+    for label in ("1x", "2x"):
+        assert today["b"][label]["b"] == pytest.approx(rec["b"][label]["b"], rel=1e-3)
+    for now, then in zip(today["per_d"], rec["per_d"], strict=True):
+        assert now == pytest.approx(then, rel=1e-6)
+    section = _section("The memorisation grid")
+    assert ("it did not move by that rule" if not rec["moved"] else "it moved") in section
+    b2 = rec["b"]["2x"]
+    assert f"1.39, 95% CI [{b2['low']:.2f}, ∞]" in section and math.isinf(b2["high"])
+    for row in rec["per_d"]:
+        if row["n_b_2x"] != row["n_b_1x"]:
+            assert f"from {row['n_b_1x']:,.0f} to {row['n_b_2x']:,.0f}" in section
+    assert _load("memorisation_2x.json")["commit"] in section
