@@ -18,6 +18,9 @@ from assocmem.train.stacked import StackedTraining, check_stackable
 from assocmem.train.stacked_checkpoint import GROUP_CHECKPOINT
 
 INTERVAL = 3  # checkpoints at steps 3 and 6 of the 8; replica seed 5 stops early at step 4, seed 4 at its budget 5
+# and seed 6 never improves on its first evaluation (lr 0: its weights never move), so its best.pt, from step 2,
+# comes from the checkpoint's copy of its in-progress best weights, not from a replayed evaluation
+GROUP = [*REPLICAS, (6, {"lr": 0.0})]
 DECLARED = ("model.pt", "best.pt", "metrics.csv", "summary.json", "eval_rows.parquet")  # the rule's outputs
 COMPARED = ("model.pt", "best.pt", "metrics.csv", "summary.json")  # timing.* hold wall-clock seconds
 
@@ -28,7 +31,7 @@ class Killed(Exception):
 
 def group(tmp_path, prefix: str) -> list:
     return [make_job(tmp_path, tmp_path / f"{prefix}{seed}", seed, checkpoint_interval=INTERVAL, **kw)
-            for seed, kw in REPLICAS]
+            for seed, kw in GROUP]
 
 
 def run_until_killed(monkeypatch, jobs, at: int) -> list[int]:
@@ -54,14 +57,14 @@ def test_a_killed_group_resumes_to_the_files_of_an_uninterrupted_one(tmp_path, m
     run_until_killed(monkeypatch, group(tmp_path, "killed"), kill_at)
     kept = tmp_path / "killed5"  # stopped before the kill: its files survive (a direct caller) ...
     before = {p.name: p.stat().st_mtime_ns for p in kept.iterdir()}
-    for seed, _ in REPLICAS[:2]:  # ... the others' are deleted, as Snakemake does to a rerun job's outputs
+    for seed in (3, 4, 6):  # ... the others' are deleted, as Snakemake does to a rerun job's outputs
         for name in DECLARED:
             (tmp_path / f"killed{seed}" / name).unlink(missing_ok=True)
     with caplog.at_level(logging.INFO):
         summaries = StackedTraining(group(tmp_path, "killed")).run()
     assert f"stacked group resumed at step {kill_at // INTERVAL * INTERVAL}" in caplog.text
-    assert [s["steps"] for s in summaries] == [8, 5, 4]
-    for seed, _ in REPLICAS:
+    assert [s["steps"] for s in summaries] == [8, 5, 4, 8] and summaries[3]["best_step"] == 2
+    for seed, _ in GROUP:
         whole, resumed = tmp_path / f"whole{seed}", tmp_path / f"killed{seed}"
         assert sorted(p.name for p in resumed.iterdir()) == sorted(p.name for p in whole.iterdir())
         for name in COMPARED:  # the same step sequence from the same bits, on the same host and threads: exact
