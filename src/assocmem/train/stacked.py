@@ -9,9 +9,10 @@ rounding (batched products, per-replica sums) and the wall clock.
 
 Every ``train.checkpoint_interval`` steps (shared by the replicas) the group writes one checkpoint
 (:mod:`assocmem.train.stacked_checkpoint`); a killed group resumes from it, each replica exactly where it stood (the
-same weights, metrics and files as an uninterrupted group, bit for bit on the same host), a replica that had
-finished staying frozen with its files kept (or written back where the workflow deleted them). A checkpoint of
-other replicas, settings, data or code is deleted, in one logged line, and the group starts at step 0.
+same weights, metrics and files as an uninterrupted group: bit for bit where the steps are deterministic, as on a
+CPU), a replica that had finished staying frozen with its files kept (or written back where the workflow deleted
+them). A checkpoint of other replicas, settings, data or code is deleted, in one logged line, and the group starts
+at step 0.
 
     from assocmem.train import build_job
     from assocmem.train.stacked import train_stacked
