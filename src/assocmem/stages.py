@@ -98,9 +98,10 @@ def subsets(params: dict[str, Any], store_dir: Path, out_dir: Path) -> str:
 
 
 def train(params: dict[str, Any], store_dir: Path, run_dir: Path) -> str:
+    # stacked_cli: the train_stacked_<exp> rules' entry point writes this stage's files, so its code is this stage's
     from assocmem.footprint import check_training_memory
     from assocmem.tokenstore import read_store_meta
-    from assocmem.train import build_job
+    from assocmem.train import build_job, stacked_cli  # noqa: F401
 
     set_threads(params["threads"])
     check_training_memory(params["train"], params["model"], read_store_meta(store_dir), params["job"])

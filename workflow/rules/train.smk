@@ -38,7 +38,9 @@ rule train:
 
 
 # Every seed of one model on one subset trained in one process (assocmem.train.stacked); each replica writes the files
-# and stamp its own train job would. No resume: a killed stack restarts at step 0. One rule per experiment that stacks
+# and stamp its own train job would. A killed stack resumes from its checkpoint (stacked_checkpoint.pt in the first
+# replica's run dir: no output, so the rerun does not delete it; a finished replica's deleted files are written back
+# from it). One rule per experiment that stacks
 # (its replicas' outputs depend on its seeds); it wins over `train` for the runs it makes (the `ruleorder:` directive,
 # called as a function since the rule names are computed).
 for _exp in stacked_experiments():

@@ -42,12 +42,23 @@ class RunState:
 
 def save_checkpoint(path: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer, state: RunState,
                     fingerprint: str) -> None:
-    payload = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": state.step,
-               "metrics": pd.DataFrame(state.metrics).to_dict(orient="list"),
-               "timing": pd.DataFrame(state.timing).to_dict(orient="list"),
-               "running_loss": state.running_loss, "running_tokens": state.running_tokens,
-               "fingerprint": fingerprint, "gemm": state.gemm}
+    payload = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), **state_fields(state),
+               "fingerprint": fingerprint}
     save_torch(path, payload)
+
+
+def state_fields(state: RunState) -> dict[str, Any]:
+    """A run state as a checkpoint holds it (plain types: ``torch.load(weights_only=True)`` reads them back)."""
+    return {"step": state.step, "metrics": pd.DataFrame(state.metrics).to_dict(orient="list"),
+            "timing": pd.DataFrame(state.timing).to_dict(orient="list"), "running_loss": state.running_loss,
+            "running_tokens": state.running_tokens, "gemm": state.gemm}
+
+
+def run_state(fields: dict[str, Any]) -> RunState:
+    """The run state :func:`state_fields` wrote."""
+    return RunState(int(fields["step"]), pd.DataFrame(fields["metrics"]).to_dict(orient="records"),
+                    float(fields["running_loss"]), int(fields["running_tokens"]),
+                    pd.DataFrame(fields["timing"]).to_dict(orient="records"), fields.get("gemm"))
 
 
 def load_checkpoint(path: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
@@ -70,9 +81,7 @@ def load_checkpoint(path: Path, model: torch.nn.Module, optimizer: torch.optim.O
         return None
     model.load_state_dict(payload["model"])
     optimizer.load_state_dict(payload["optimizer"])
-    return RunState(int(payload["step"]), pd.DataFrame(payload["metrics"]).to_dict(orient="records"),
-                    float(payload["running_loss"]), int(payload["running_tokens"]),
-                    pd.DataFrame(payload["timing"]).to_dict(orient="records"), payload.get("gemm"))
+    return run_state(payload)
 
 
 

@@ -5,8 +5,14 @@ its own slices, follows its own learning-rate schedule, evaluates on its own set
 budget, early stopping, recall) and is then frozen (no gradient, no AdamW move), and writes exactly the files a
 single run of its job writes (``TrainJob``'s own writers: ``model.pt``, ``best.pt``, ``metrics.csv``,
 ``summary.json``, ``timing.*``, ``eval_rows.parquet``, with the job's name and fingerprint). What differs is fp32
-rounding (batched products, per-replica sums) and the wall clock. A stacked group keeps no checkpoint: a killed
-group starts again from step 0.
+rounding (batched products, per-replica sums) and the wall clock.
+
+Every ``train.checkpoint_interval`` steps (shared by the replicas) the group writes one checkpoint
+(:mod:`assocmem.train.stacked_checkpoint`); a killed group resumes from it, each replica exactly where it stood (the
+same weights, metrics and files as an uninterrupted group: bit for bit where the steps are deterministic, as on a
+CPU), a replica that had finished staying frozen with its files kept (or written back where the workflow deleted
+them). A checkpoint of other replicas, settings, data or code is deleted, in one logged line, and the group starts
+at step 0.
 
     from assocmem.train import build_job
     from assocmem.train.stacked import train_stacked
@@ -19,8 +25,10 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import asdict
+from pathlib import Path
 
 import torch
+from torch.optim import Optimizer
 
 from assocmem.autotune.measure import Choice
 from assocmem.errors import AssocmemError
@@ -33,6 +41,16 @@ from assocmem.train.batches import Batch
 from assocmem.train.files import BEST_IN_PROGRESS, RunState
 from assocmem.train.loop import TrainJob
 from assocmem.train.settings import TrainSettings, lr_at
+from assocmem.train.stacked_checkpoint import (
+    FINISHED_FILES,
+    GROUP_CHECKPOINT,
+    GroupState,
+    load_group,
+    read_files,
+    restore_missing,
+    save_group,
+    summary_of,
+)
 from assocmem.train.stacked_model import (
     StackedDecoder,
     clip_and_mask,
@@ -42,9 +60,10 @@ from assocmem.train.stacked_model import (
 )
 
 log = logging.getLogger(__name__)
-# settings the replicas must share (one batch shape, one AdamW, one device and precision); the rest is per replica
+# settings the replicas must share (one batch shape, one AdamW, one device and precision, one group checkpoint);
+# the rest is per replica
 SHARED_SETTINGS = ("batch_size", "micro_batch_size", "weight_decay", "beta1", "beta2", "device", "precision",
-                   "compile")
+                   "compile", "checkpoint_interval")
 LEFTOVERS = ("checkpoint.pt", "metrics.inprogress.csv", BEST_IN_PROGRESS)
 
 
@@ -138,18 +157,14 @@ class StackedTraining:
         self.stack = stack = StackedDecoder(self.models).to(device)
         optimizer = stacked_optimizer(stack, s.weight_decay, s.lr, (s.beta1, s.beta2), device)
         self._forward = torch.compile(stack) if s.compile else None
-        self.states = [RunState(0, [], 0.0, 0, gemm="native") for _ in self.jobs]
-        for job in self.jobs:  # a stacked group always starts fresh: nothing an earlier attempt left may survive
-            for leftover in LEFTOVERS:
-                (job.run_dir / leftover).unlink(missing_ok=True)
-        active = [not job._stopped(state) for job, state in zip(self.jobs, self.states, strict=True)]
-        self.summaries: list[dict] = [{} for _ in self.jobs]
+        step, pending = self._start(optimizer)  # pending: training NLL not yet in a RunState
+        active = [not summary and not job._stopped(state)
+                  for job, state, summary in zip(self.jobs, self.states, self.summaries, strict=True)]
         self.autocast, self.peak = self.jobs[0]._autocast(device), measure_peak_flops(device)
         stack.train()
-        progress = bar(total=max(job.settings.max_steps for job in self.jobs), desc=f"train stacked x{k}",
-                       unit="step")
-        step, clock = 0, time.perf_counter()
-        pending = torch.zeros(k, dtype=torch.float64, device=device)  # training NLL not yet in a RunState
+        progress = bar(total=max(job.settings.max_steps for job in self.jobs), initial=step,
+                       desc=f"train stacked x{k}", unit="step")
+        clock = time.perf_counter()
         while any(active):
             sums, counts = self._step(stack, optimizer, step, active, self.autocast)
             pending += sums
@@ -160,8 +175,45 @@ class StackedTraining:
             active = [not summary for summary in self.summaries]  # a finished replica is frozen
             if any(evaluated):
                 clock = time.perf_counter()
+            if step % s.checkpoint_interval == 0 and any(active):
+                self._save(step, optimizer, pending)
         progress.close()
+        self.checkpoint.unlink(missing_ok=True)  # the outputs hold the result
         return self.summaries
+
+    @property
+    def checkpoint(self) -> Path:
+        return self.jobs[0].run_dir / GROUP_CHECKPOINT
+
+    def _start(self, optimizer: Optimizer) -> tuple[int, torch.Tensor]:
+        """The group's step and pending training NLL: its checkpoint's where there is one of this group (each
+        replica's states and files as they were then), else step 0 with nothing an earlier attempt left."""
+        self.states = [RunState(0, [], 0.0, 0, gemm="native") for _ in self.jobs]
+        self.summaries: list[dict] = [{} for _ in self.jobs]
+        self.finished_files: list[dict[str, bytes]] = [{} for _ in self.jobs]
+        for job in self.jobs:  # a single run's leftovers, or this group's newer than its checkpoint
+            for leftover in LEFTOVERS:
+                (job.run_dir / leftover).unlink(missing_ok=True)
+        saved = load_group(self.checkpoint, self.jobs, self.stack, optimizer)
+        if saved is None:
+            return 0, torch.zeros(len(self.jobs), dtype=torch.float64, device=self.device)
+        self.states = saved.states
+        for i, (job, files) in enumerate(zip(self.jobs, saved.files, strict=True)):
+            if saved.finished[i]:  # frozen: its files kept, or written back as they were
+                self.summaries[i], self.finished_files[i] = summary_of(files), files
+                restored = restore_missing(job.run_dir, files)
+                log.info("stacked replica %s finished at step %d%s", job.run_dir, saved.states[i].step,
+                         f"; written back: {', '.join(restored)}" if restored else "")
+            else:
+                restore_missing(job.run_dir, files)  # its best weights up to the checkpoint
+        log.info("stacked group resumed at step %d from %s", saved.step, self.checkpoint)
+        return saved.step, saved.pending.to(self.device)
+
+    def _save(self, step: int, optimizer: Optimizer, pending: torch.Tensor) -> None:
+        files = [self.finished_files[i] if self.summaries[i] else read_files(job.run_dir, (BEST_IN_PROGRESS,))
+                 for i, job in enumerate(self.jobs)]
+        group = GroupState(step, self.states, [bool(summary) for summary in self.summaries], files, pending)
+        save_group(self.checkpoint, self.jobs, self.stack, optimizer, group)
 
     def _advance(self, i: int, step: int, count: int, pending: torch.Tensor, elapsed: float) -> bool:
         """Replica i's bookkeeping after a step, as a single run does it: count, evaluate, keep the best weights,
@@ -180,14 +232,16 @@ class StackedTraining:
             if is_new_best(state.metrics):
                 job._save_model(model, BEST_IN_PROGRESS, step=step)
         if job._stopped(state):
-            self.summaries[i] = self._finish(job, self.stack.export(i, model), state)
+            self.summaries[i] = self._finish(i, self.stack.export(i, model), state)
         return evaluated
 
-    def _finish(self, job: TrainJob, model: DecoderLM, state: RunState) -> dict:
+    def _finish(self, i: int, model: DecoderLM, state: RunState) -> dict:
+        job = self.jobs[i]
         # the products are batched (bmm): the gemm a single run's summary records is native
         summary = job._finish(model, state, model.num_parameters(), self.peak, self.device, Choice("native", "stacked"))
         for leftover in LEFTOVERS:
             (job.run_dir / leftover).unlink(missing_ok=True)
+        self.finished_files[i] = read_files(job.run_dir, FINISHED_FILES)  # for the checkpoint
         log.info("stacked replica %s stopped at step %d (%s)", job.run_dir, state.step, summary["stop_rule"])
         return summary
 

@@ -34,6 +34,9 @@ def test_a_stage_covers_what_it_imports_and_nothing_else():
     train = relative("train")
     assert {"train/loop.py", "train/files.py", "model.py", "tokenstore.py", "io.py", "cli.py", "__main__.py",
             "__init__.py"} <= train
+    # the stacked rules run their own entry point and write the train stage's files (stamped with its digest)
+    assert {"train/stacked_cli.py", "train/stacked.py", "train/stacked_model.py",
+            "train/stacked_checkpoint.py"} <= train
     assert not any(name.startswith(("report/", "qf/", "corpus/")) for name in train)
     # a module named only in a string (importlib.resources) brings its package's data files
     assert {"data/qf_fitted_grammar.json", "qf/generate.py", "qf/weights.py"} <= relative("generate_data")
