@@ -71,6 +71,14 @@ def band_outcome(low: float, high: float, band: tuple[float, float]) -> str:
     return UNDECIDED
 
 
+def growth_outcome(low: float, high: float) -> str:
+    """The exponent of level ~ n^s against the paper's 1/2: agrees iff its interval holds 1/2 and excludes 0,
+    disagrees iff it excludes 1/2, else undecided."""
+    if not low <= 0.5 <= high:
+        return DISAGREES
+    return AGREES if low > 0 else UNDECIDED
+
+
 def _percentiles(replicates: np.ndarray) -> tuple[float, float]:
     tail = 100 * (1 - CONFIDENCE) / 2
     low, high = np.percentile(replicates, [tail, 100 - tail])
@@ -179,7 +187,7 @@ def _model_levels(decided: pd.DataFrame, levels: Levels, tolerance: float,
         if np.isnan(growth["slope"]):
             continue
         lo, hi = growth["slope_lo"], growth["slope_hi"]
-        outcome = AGREES if lo <= 0.5 <= hi and lo > 0 else (DISAGREES if not lo <= 0.5 <= hi else UNDECIDED)
+        outcome = growth_outcome(lo, hi)
         outcomes.append(outcome)
         numbers.update({f"growth{label}.{statistic}.{k}": v for k, v in growth.items()})
         lines.append(f"growth with $n${label}, {statistic}: level $\\propto n^{{{growth['slope']:.2f}}}$, exponent "
