@@ -61,3 +61,12 @@ def test_recorded_cv_reads_a_runs_levels() -> None:
     assert set(got["runs"]) == {"A/p", "B/p"}
     assert np.isclose(got["runs"]["A/p"]["mean"]["query_cv"], 0.02 / 1.959964)
     assert np.isclose(got["cv_across_runs"]["mean"], np.std([1.0, 1.2], ddof=1) / 1.1)
+
+
+def test_the_row_states_the_designs_power_at_its_replicates_cv() -> None:
+    spread = [np.array([0.99, 1.0, 1.01]) * level for level in (13.4, 15.5, 17.3)]  # CV 0.01
+    numbers, line = rp.row_power([768, 1024, 1280], 3, spread, seed=0)
+    assert np.isclose(numbers["design_power.run_to_run_cv"], 0.01)
+    assert numbers["design_power.paper"] >= 0.8 and numbers["design_power.no_growth"] >= 0.8
+    assert "0.010" in line and "$2r^*(n)+5$" in line
+    assert rp.row_power([768, 1024, 1280], 1, [np.array([13.4])], seed=0) == ({}, "")

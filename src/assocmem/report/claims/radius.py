@@ -226,8 +226,20 @@ def _decide(frames: dict[str, pd.DataFrame], decided: pd.DataFrame, tolerance: f
                         f"{unit}.outcomes_disagreeing": (outcomes + model_outcomes).count(DISAGREES)})
         lines += model_lines + [f"verdict {'gain divided out' if unit == 'gain_free' else 'with the gain'}: "
                                 f"{verdicts[unit]}"]
+    power_numbers, power_line = _design_power(decided, numbers, seed)
     common = set(verdicts.values())
-    return (common.pop() if len(common) == 1 else "not-testable"), numbers, lines
+    lines += [power_line] if power_line else []
+    return (common.pop() if len(common) == 1 else "not-testable"), {**numbers, **power_numbers}, lines
+
+
+def _design_power(decided: pd.DataFrame, numbers: dict[str, Any], seed: int) -> tuple[dict[str, Any], str]:
+    from assocmem.report import radius_power  # it runs this module's rules
+
+    sets = [np.array([numbers[f"{run}{tag}.{statistic}.level"] for run in group["run"]])
+            for _, group in decided.groupby("model_id") for tag in ("", "[distinct]") for statistic in STATISTICS
+            if all(f"{run}{tag}.{statistic}.level" in numbers for run in group["run"])]
+    return radius_power.row_power(sorted(decided["n_dim"].unique().tolist()),
+                                  int(decided.groupby("model_id").size().min()), sets, seed)
 
 
 def _describe(usable: pd.DataFrame, frames: dict[str, pd.DataFrame], tolerance: float, n_boot: int,
