@@ -80,11 +80,15 @@ def _paragraphs(text: str) -> list[str]:
     return [block for block in re.split(r"\n\s*\n", text) if block.strip()]
 
 
-def _default_section() -> str:
+def _section(title: str) -> str:
     text = (ROOT / "docs" / "results.md").read_text()
-    start = text.index("## The default run")
+    start = text.index(f"## {title}")
     end = text.find("\n## ", start + 3)
     return text[start:] if end < 0 else text[start:end]
+
+
+def _default_section() -> str:
+    return _section("The default run")
 
 
 def test_unrecorded_finds_a_number_no_record_holds() -> None:
@@ -108,6 +112,15 @@ def test_results_md_default_section_quotes_only_recorded_numbers() -> None:
         names = ["default", *RECORD_NAME.findall(block)]
         for line in block.splitlines() if block.startswith("|") else [block]:
             assert unrecorded(line, names + RECORD_NAME.findall(line)) == [], line[:200]
+
+
+def test_results_md_radius_design_quotes_only_its_power_record() -> None:
+    """The radius design's section (issue 38): every number from docs/results/radius_power.json or a record it
+    names."""
+    blocks = _paragraphs(_section("The radius test's deciding design"))
+    assert any("docs/results/radius_power.json" in block for block in blocks)
+    for block in blocks:
+        assert unrecorded(block, ["radius_power", *RECORD_NAME.findall(block)]) == [], block[:200]
 
 
 def test_derivations_measured_paragraphs_quote_their_record() -> None:

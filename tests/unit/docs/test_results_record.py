@@ -282,3 +282,25 @@ def test_the_budget_check_is_todays_comparison_of_the_two_records_and_results_md
         if row["n_b_2x"] != row["n_b_1x"]:
             assert f"from {row['n_b_1x']:,.0f} to {row['n_b_2x']:,.0f}" in section
     assert _load("memorisation_2x.json")["commit"] in section
+
+
+def test_the_radius_power_record_is_todays_simulation() -> None:
+    """docs/results/radius_power.json (issue 38): its design and truths are today's constants, one of its cells
+    (the overhead truth at CV 0.05, where the growth rule decides) is recomputed exactly from its seed, and
+    docs/results.md quotes its commit and the largest CV at which the design decides."""
+    from dataclasses import asdict
+
+    from assocmem.report import radius_power as rp
+
+    rec = _load("radius_power.json")
+    inputs = rec["inputs"]
+    assert (tuple(inputs["widths"]), inputs["replicates"], tuple(inputs["cvs"])) == (rp.WIDTHS, rp.REPLICATES, rp.CVS)
+    assert inputs["truths"] == [asdict(truth) for truth in rp.TRUTHS]
+    i, j = next(i for i, t in enumerate(rp.TRUTHS) if t.overhead), rp.CVS.index(0.05)
+    recorded = next(row for row in rec["table"] if row["truth"] == rp.TRUTHS[i].name and row["cv"] == 0.05)
+    today = rp.cell(rp.TRUTHS[i], 0.05, inputs["designs"], rp.cell_rng(inputs["seed"], i, j))
+    assert pd.json_normalize(json.loads(json.dumps(today))).iloc[0].to_dict() == pytest.approx(
+        pd.json_normalize(recorded).iloc[0].to_dict(), rel=1e-9)
+    assert rp.summary(rec["table"]) == rec["summary"]
+    section = _section("The radius test's deciding design")
+    assert rec["commit"] in section and f"at a CV of {rec['summary']['decides_up_to_cv']} or less" in section

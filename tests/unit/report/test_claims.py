@@ -201,6 +201,7 @@ def test_radius_on_pretrained_models_pools_replicates_and_tests_sqrt_n_growth() 
     levels = [n[f"w1024_r{k}/pretrained.mean.level"] for k in range(3)]
     assert n["gpt2-1024.mean.level_hi"] - n["gpt2-1024.mean.level_lo"] > np.ptp(levels)  # run-to-run in it
     assert n["growth.mean.slope_lo"] <= 0.5 <= n["growth.mean.slope_hi"]
+    assert n["design_power.paper"] >= 0.8 and "the design's power at the largest run-to-run CV" in row["evidence"]
     flat = radius(*_gpt2_family(lambda n: two_r(1024)), n_boot=50)  # the level right at n = 1024 only
     assert flat["verdict"] == "refuted" and flat["numbers"]["growth.mean.slope_hi"] < 0.5
     units_differ = radius(*_gpt2_family(two_r, with_gain=2.0), n_boot=50)  # with the gain: 2x too far

@@ -71,6 +71,14 @@ def band_outcome(low: float, high: float, band: tuple[float, float]) -> str:
     return UNDECIDED
 
 
+def growth_outcome(low: float, high: float) -> str:
+    """The exponent of level ~ n^s against the paper's 1/2: agrees iff its interval holds 1/2 and excludes 0,
+    disagrees iff it excludes 1/2, else undecided."""
+    if not low <= 0.5 <= high:
+        return DISAGREES
+    return AGREES if low > 0 else UNDECIDED
+
+
 def _percentiles(replicates: np.ndarray) -> tuple[float, float]:
     tail = 100 * (1 - CONFIDENCE) / 2
     low, high = np.percentile(replicates, [tail, 100 - tail])
@@ -179,7 +187,7 @@ def _model_levels(decided: pd.DataFrame, levels: Levels, tolerance: float,
         if np.isnan(growth["slope"]):
             continue
         lo, hi = growth["slope_lo"], growth["slope_hi"]
-        outcome = AGREES if lo <= 0.5 <= hi and lo > 0 else (DISAGREES if not lo <= 0.5 <= hi else UNDECIDED)
+        outcome = growth_outcome(lo, hi)
         outcomes.append(outcome)
         numbers.update({f"growth{label}.{statistic}.{k}": v for k, v in growth.items()})
         lines.append(f"growth with $n${label}, {statistic}: level $\\propto n^{{{growth['slope']:.2f}}}$, exponent "
@@ -218,8 +226,20 @@ def _decide(frames: dict[str, pd.DataFrame], decided: pd.DataFrame, tolerance: f
                         f"{unit}.outcomes_disagreeing": (outcomes + model_outcomes).count(DISAGREES)})
         lines += model_lines + [f"verdict {'gain divided out' if unit == 'gain_free' else 'with the gain'}: "
                                 f"{verdicts[unit]}"]
+    power_numbers, power_line = _design_power(decided, numbers, seed)
     common = set(verdicts.values())
-    return (common.pop() if len(common) == 1 else "not-testable"), numbers, lines
+    lines += [power_line] if power_line else []
+    return (common.pop() if len(common) == 1 else "not-testable"), {**numbers, **power_numbers}, lines
+
+
+def _design_power(decided: pd.DataFrame, numbers: dict[str, Any], seed: int) -> tuple[dict[str, Any], str]:
+    from assocmem.report import radius_power  # it runs this module's rules
+
+    sets = [np.array([numbers[f"{run}{tag}.{statistic}.level"] for run in group["run"]])
+            for _, group in decided.groupby("model_id") for tag in ("", "[distinct]") for statistic in STATISTICS
+            if all(f"{run}{tag}.{statistic}.level" in numbers for run in group["run"])]
+    return radius_power.row_power(sorted(decided["n_dim"].unique().tolist()),
+                                  int(decided.groupby("model_id").size().min()), sets, seed)
 
 
 def _describe(usable: pd.DataFrame, frames: dict[str, pd.DataFrame], tolerance: float, n_boot: int,
