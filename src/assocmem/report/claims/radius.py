@@ -36,20 +36,20 @@ n = T_max d_emb (the paper's definition in Sec. 3).
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from assocmem.errors import AssocmemError
-from assocmem.report import quotes, style
+from assocmem.report import quotes
 from assocmem.report.artifacts import Run
 from assocmem.report.claims.base import check_row, listing, require_columns
 from assocmem.report.claims.registry import Claim, Untestable, register
 from assocmem.report.evidence import Evidence
 from assocmem.report.nn_statistics import CONFIDENCE, N_BOOT, nn_trend, replicate_interval, width_growth
 from assocmem.report.quotes import PAPER_SAMPLE_SIZE
+from assocmem.report.radius_figure import radius_trend
 from assocmem.theory import radius as ra
 
 PAPER_RATIO = 20.0 / (2.0 * ra.radius_star(1024))  # the paper's own "agreement": mean 20 vs 2r* = 15.49
@@ -362,52 +362,6 @@ def _radius_check(verdict: str, numbers: dict[str, Any], lines: list[str], descr
                 f"decided by {DECIDING_COMMAND}."))
 
 
-# ---------------------------------------------------------------- the figure
-
-SET_LABELS = {"distinct": "distinct prefixes", "all": "all chunks", "gain_free": "distinct, gain divided out"}
-SET_MARKERS = {"distinct": "o", "all": "s", "gain_free": "^"}
-
-
-def _panel(ax, frame: pd.DataFrame, info: pd.Series, seed: int) -> None:
-    primary = primary_set(frame)
-    two_r = 2 * ra.radius_star(int(info["n_dim"]))
-    for offset, (set_name, group) in enumerate(sorted(frame.groupby("set"), key=lambda item: item[0] != primary)):
-        colour = style.SERIES_COLOURS[offset % len(style.SERIES_COLOURS)]
-        means = group.groupby("n_patterns")["distance"].mean()
-        filled = set_name == primary
-        ax.plot(means.index, means.to_numpy(), SET_MARKERS.get(set_name, "o"), color=colour,
-                markerfacecolor=colour if filled else "none", label=SET_LABELS.get(set_name, set_name))
-        if filled and len(means) > 1:
-            trend = nn_trend(group, "mean", seed=seed)
-            error = [[trend["level"] - trend["level_lo"]], [trend["level_hi"] - trend["level"]]]
-            ax.errorbar([trend["largest"]], [trend["level"]], yerr=error, color=colour, capsize=4, fmt="none",
-                        label="95% CI at the largest sample")
-    ax.axhspan(two_r / PAPER_RATIO, two_r * PAPER_RATIO, color="grey", alpha=0.15,
-               label="2r* within the paper's tolerance (x/÷ 1.29)")
-    style.TWO_R_STAR.hline(ax, two_r, label="2r* (n = d_emb)")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("distinct prefixes in the sample, m")
-    ax.set_ylabel("mean NN distance")
-    ax.set_title(f"{info['run']} ({info['status']})")
-
-
-@style.styled
-def radius_trend(nn_queries: pd.DataFrame, runs: pd.DataFrame, out_dir: Path, seed: int = 0) -> tuple[Path, str]:
-    """One panel per run: the inputs of claims.radius, drawn."""
-    fig, axes = style.panels(len(runs), panel_width=4.8, panel_height=3.6)
-    for ax, (_, info) in zip(axes, runs.iterrows(), strict=True):
-        _panel(ax, nn_queries[nn_queries["run"] == info["run"]], info, seed)
-    style.legend_outside(fig)
-    caption = ("Radius test: last-layer mean nearest-neighbour distance against the number of prefixes in the "
-               "nested samples (log-log), only where measured. Filled markers: the primary set (distinct prefixes, "
-               "the final LayerNorm's gain divided out where known), with its 95% bootstrap CI at the largest "
-               "sample; hollow markers: distinct prefixes with the gain, and all chunks (identical prefixes give "
-               f"zero distances). The paper reads the distance as 2r*, the {style.TWO_R_STAR.describe()}, "
-               "independent of the sample size; the grey band is the paper's own tolerance around it.")
-    return style.save_figure(fig, out_dir, "radius_trend")[0], caption
-
-
 # ---------------------------------------------------------------- inputs and registry
 
 def _t_max(run: Run) -> int:
@@ -482,7 +436,8 @@ def _radius_row(evidence: Evidence) -> dict[str, Any] | Untestable:
         return NO_ACTIVATIONS
     nn_queries, run_info, layer_scale = radius_inputs(evidence)
     row = radius(nn_queries, run_info, layer_scale, seed=evidence.seed)
-    path, caption = radius_trend(nn_queries, run_info, evidence.fig_dir, seed=evidence.seed)
+    path, caption = radius_trend(nn_queries, run_info, evidence.fig_dir, tolerance=PAPER_RATIO,
+                                 primary=primary_set, seed=evidence.seed)
     return {**row, "figures": [{"file": path.name, "caption": caption}]}
 
 
