@@ -268,9 +268,12 @@ def _pure_numbers(analysis: dict[str, Any], fit: dict[str, Any], prefix: str) ->
 LIMITS = (
     "Random key-value facts on small transformers, at one exposure budget (a run that had not stored its facts by "
     "then counts as not stored: a larger budget can only lower the boundary at the D where such runs sit, and the "
-    "sensitivity rows refit with half the budget to show the direction). The verdict changes if the 95% interval "
-    "for $b$ moves across 2 (refuted, reproduced) or across 1 or 1.35 (reproduced, not-testable), if the power "
-    "simulation at this design falls below 90% coverage or 80% separation of the laws (then not-testable), or if "
+    "sensitivity rows refit with half the budget to show the direction; whether the boundary is capacity's or the "
+    "budget's is checked by re-running the cells within one $N$ step of it at twice the exposures: "
+    "`python -m assocmem.memorisation.budget_check config <record> --config <config> --out <2x config>`, run it, "
+    "then `budget_check compare`, and the verdict waits where the boundary moves). The verdict changes if the 95% "
+    "interval for $b$ moves across 2 (refuted, reproduced) or across 1 or 1.35 (reproduced, not-testable), if the "
+    "power simulation at this design falls below 90% coverage or 80% separation of the laws (then not-testable), or if "
     "the grid's $N$ span no longer covers the square of its $D$ span. A grid with more model sizes, more seeds or "
     "a wider $D$ range narrows the interval; facts are the cleanest case of Assumption 1 (every training sample "
     "is a pattern to store), so natural text would need its own test.")
