@@ -16,6 +16,8 @@ from __future__ import annotations
 import ast
 import functools
 import hashlib
+import json
+import os
 import re
 from collections.abc import Iterable
 from pathlib import Path
@@ -68,12 +70,60 @@ def references(tree: ast.AST, module: str, is_package: bool) -> set[str]:
     return {part for name in names if name.split(".")[0] == PACKAGE for part in _with_parents(name)}
 
 
+REFERENCES_CACHE = "codehash-references-v1.json"
+MAX_CACHED_MODULES = 4096  # past this (many edits, many checkouts) the file restarts from this process's entries
+
+
+def references_cache_file() -> Path:
+    """Where the imports of module sources already parsed are kept between processes (``$XDG_CACHE_HOME`` or
+    ``~/.cache``, under ``assocmem/``): keyed by a digest of the module's name and bytes, so an edited module is
+    parsed again and an entry can never be another content's. The digests themselves always hash the files."""
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "assocmem" / REFERENCES_CACHE
+
+
+@functools.cache
+def _disk_references() -> dict[str, list[str]]:
+    """The cache file's entries; an unreadable or malformed file counts as empty (it is only a cache)."""
+    try:
+        loaded = json.loads(references_cache_file().read_text())
+    except (OSError, ValueError):
+        return {}
+    valid = isinstance(loaded, dict) and all(
+        isinstance(v, list) and all(isinstance(x, str) for x in v) for v in loaded.values())
+    return loaded if valid else {}
+
+
+_NEW_ENTRIES: dict[str, list[str]] = {}
+
+
+def _save_new_references() -> None:
+    """Add this process's new entries to the cache file (atomically; a failure to write only loses the cache)."""
+    if not _NEW_ENTRIES:
+        return
+    from assocmem.io import write_json
+
+    merged = {**_disk_references(), **_NEW_ENTRIES}
+    try:
+        write_json(references_cache_file(), merged if len(merged) <= MAX_CACHED_MODULES else _NEW_ENTRIES)
+    except (OSError, AssocmemError):
+        return
+    _disk_references().update(_NEW_ENTRIES)
+    _NEW_ENTRIES.clear()
+
+
 @functools.lru_cache(maxsize=4096)
 def _module_references(source: bytes, name: str, is_package: bool) -> frozenset[str]:
-    """``references`` of one module's source, parsed once per process and per content: a Snakefile computes the
-    digest of every stage, and the stages share most of their modules (keyed by the bytes, not by a file time, so
-    an edit is never served from the cache)."""
-    return frozenset(references(ast.parse(source), name, is_package))
+    """``references`` of one module's source, parsed once per content: a Snakefile computes the digest of every
+    stage, the stages share most of their modules, and every Snakemake start computes them again (the parse is
+    most of that time), so the answer is kept in memory and on disk, keyed by the bytes, never by a file time."""
+    key = hashlib.sha256(f"{name}\0{int(is_package)}\0".encode() + source).hexdigest()
+    cached = _disk_references().get(key)
+    if cached is not None:
+        return frozenset(cached)
+    found = frozenset(references(ast.parse(source), name, is_package))
+    _NEW_ENTRIES[key] = sorted(found)
+    return found
 
 
 def module_closure(roots: Iterable[str], root: Path = PACKAGE_DIR) -> dict[str, Path]:
@@ -87,6 +137,7 @@ def module_closure(roots: Iterable[str], root: Path = PACKAGE_DIR) -> dict[str, 
             continue
         seen[name] = path
         todo.extend(_module_references(path.read_bytes(), name, path.name == "__init__.py") - seen.keys())
+    _save_new_references()
     return seen
 
 
@@ -105,9 +156,15 @@ def _package_data(package_init: Path) -> list[Path]:
     return files
 
 
+@functools.lru_cache(maxsize=8)
+def _parsed(source: bytes) -> ast.Module:
+    """stages.py's tree, parsed once per process and content (every stage's digest reads it twice)."""
+    return ast.parse(source)
+
+
 def _stage_function(stage: str, root: Path) -> ast.FunctionDef:
     stages = root / "stages.py"
-    tree = ast.parse(stages.read_bytes(), filename=str(stages))
+    tree = _parsed(stages.read_bytes())
     for node in tree.body:
         if isinstance(node, ast.FunctionDef) and node.name == stage:
             return node
@@ -116,7 +173,7 @@ def _stage_function(stage: str, root: Path) -> ast.FunctionDef:
 
 def stage_files(stage: str, root: Path = PACKAGE_DIR) -> list[Path]:
     """Every file whose bytes the stage's outputs may depend on (see the module docstring)."""
-    stages_tree = ast.parse((root / "stages.py").read_bytes())
+    stages_tree = _parsed((root / "stages.py").read_bytes())
     module_level = [node for node in stages_tree.body if isinstance(node, ast.Import | ast.ImportFrom)]
     names = set().union(*(references(node, f"{PACKAGE}.stages", False) for node in
                           [*module_level, _stage_function(stage, root)]))

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import ast
 import re
 import shutil
 from pathlib import Path
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 from helpers import ROOT
 
+from assocmem import codehash
 from assocmem.codehash import PACKAGE_DIR, code_digest, module_closure, stage_files
 from assocmem.errors import AssocmemError
 
@@ -88,3 +90,42 @@ def test_an_editors_hidden_temporary_file_is_not_code(tmp_path):
     can vanish between listing and reading) or move because of it."""
     root = copy_package(tmp_path)
     assert changed_stages(root, lambda r: (r / ".train.py.4cf5cd13.tmp").write_text("half a file")) == set()
+
+
+def fresh_process() -> None:
+    """Forget what this process has cached (as a new Snakemake start would), keeping the cache file."""
+    codehash._disk_references.cache_clear()
+    codehash._module_references.cache_clear()
+
+
+def test_the_imports_cache_file_is_keyed_by_content(tmp_path, monkeypatch):
+    """Every Snakemake start digests every stage, and parsing ~110 modules was most of that time, so the imports of
+    a module's source are kept on disk, keyed by its name and bytes: a later process parses nothing unchanged, an
+    edit that adds an import is parsed again and moves the closure, and a damaged cache file is ignored."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    root = copy_package(tmp_path)
+    fresh_process()
+    before = relative("report", root)
+    assert codehash.references_cache_file().is_file()
+
+    fresh_process()
+    parse = codehash.references
+
+    def no_module_parse(tree, *args):
+        if isinstance(tree, ast.Module):  # a whole module (stages.py's own nodes are read directly)
+            pytest.fail("an unchanged module was parsed again")
+        return parse(tree, *args)
+
+    monkeypatch.setattr(codehash, "references", no_module_parse)
+    assert relative("report", root) == before
+    monkeypatch.setattr(codehash, "references", parse)
+
+    append("report/render.py", "\nimport assocmem.knn.exact  # an import the report did not have\n")(root)
+    fresh_process()
+    after = relative("report", root)
+    assert "knn/exact.py" in after and "knn/exact.py" not in before
+
+    codehash.references_cache_file().write_text("{not json")
+    fresh_process()
+    assert relative("report", root) == after
+    fresh_process()
