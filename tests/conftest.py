@@ -8,7 +8,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from helpers import ROOT, remove_scontrol_stub, stub_scontrol  # noqa: E402 - after the tests directory is importable
+from helpers import ROOT, once_per_test_run, remove_scontrol_stub, stub_scontrol  # noqa: E402 - after the tests directory is importable
 
 # Files that legitimately differ between two runs: logs, wall-clock timings (the timed library choices of
 # assocmem.autotune included), the choice cache itself, the report pages, whose provenance section lists the stage
@@ -50,10 +50,14 @@ def science_checksums(workdir: Path) -> dict[str, str]:
 
 @pytest.fixture(scope="session")
 def tiny_run_terminal(tmp_path_factory) -> tuple[Path, str]:
-    """One finished pipeline on config/test.yaml and what it printed (stdout + stderr)."""
-    workdir = tmp_path_factory.mktemp("tiny_run")
-    result = snakemake(workdir, "--cores", "2")
-    return workdir, result.stdout + result.stderr
+    """One finished pipeline on config/test.yaml and what it printed (stdout + stderr); one run for all the
+    pytest-xdist workers."""
+
+    def run(workdir: Path) -> str:
+        result = snakemake(workdir, "--cores", "2")
+        return result.stdout + result.stderr
+
+    return once_per_test_run(tmp_path_factory, "tiny_run", run)
 
 
 @pytest.fixture(scope="session")

@@ -3,6 +3,7 @@ McCoy-format files and tokenized stores, and the rules for the report's receipts
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import shutil
@@ -16,6 +17,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]  # the repository
 SHARED = ROOT.parent / "shared"  # test material beside the checkout (absent: the tests that need it skip)
 STUB_DIR_VARIABLE = "ASSOCMEM_TESTS_SCONTROL_STUB"
+_STUB_MADE_HERE: list[Path] = []  # pytest-xdist workers inherit the stub; only the process that made it removes it
 
 
 def stub_scontrol() -> None:
@@ -28,6 +30,7 @@ def stub_scontrol() -> None:
     if os.environ.get(STUB_DIR_VARIABLE) or not shutil.which("scontrol"):
         return
     stub_dir = Path(tempfile.mkdtemp(prefix="assocmem-tests-stub."))
+    _STUB_MADE_HERE.append(stub_dir)
     stub = stub_dir / "scontrol"
     stub.write_text("#!/bin/sh\necho 'scontrol: stubbed by the test suite (no controller)' >&2\nexit 1\n")
     stub.chmod(stub.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
@@ -36,9 +39,27 @@ def stub_scontrol() -> None:
 
 
 def remove_scontrol_stub() -> None:
-    stub_dir = os.environ.get(STUB_DIR_VARIABLE)
-    if stub_dir and Path(stub_dir).name.startswith("assocmem-tests-stub."):
-        shutil.rmtree(stub_dir, ignore_errors=True)
+    while _STUB_MADE_HERE:
+        shutil.rmtree(_STUB_MADE_HERE.pop(), ignore_errors=True)
+
+
+def once_per_test_run(tmp_path_factory: Any, name: str, make: Callable[[Path], str]) -> tuple[Path, str]:
+    """``make(directory)`` once per test session, however many pytest-xdist workers ask for it: the first makes it
+    under a lock while the others wait, and all get the directory and the text ``make`` returned (kept beside it)."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        directory = tmp_path_factory.mktemp(name)
+        return directory, make(directory)
+    shared = tmp_path_factory.getbasetemp().parent  # one per session, above every worker's own
+    directory, kept = shared / name, shared / f"{name}.out"
+    with (shared / f"{name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not kept.exists():
+            shutil.rmtree(directory, ignore_errors=True)  # what a failed attempt of another worker left
+            directory.mkdir()
+            partial = kept.with_name(f"{kept.name}.partial")
+            partial.write_text(make(directory))
+            partial.replace(kept)
+        return directory, kept.read_text()
 
 
 def real_slurm_env(extra: dict[str, str] | None = None) -> dict[str, str]:

@@ -228,4 +228,7 @@ def test_the_length_groups_probe_gives_the_padded_batchs_loss_and_gradient(lengt
     loss, gradient = loss_and_gradient([batch])
     grouped_loss, grouped_gradient = loss_and_gradient(bench_sweep.length_grouped(groups)(None, batch))
     assert grouped_loss == pytest.approx(loss, rel=1e-5)
-    torch.testing.assert_close(grouped_gradient, gradient, rtol=1e-4, atol=1e-6)
+    # An element that is a near-cancelling sum of per-token terms keeps an absolute fp32 error of the terms' size,
+    # not its own (hypothesis found 1.9e-6 on an element of 4e-3): the absolute tolerance scales with the gradient.
+    scale = float(gradient.abs().max())
+    torch.testing.assert_close(grouped_gradient, gradient, rtol=1e-4, atol=1e-6 * scale)
