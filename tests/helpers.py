@@ -46,6 +46,8 @@ def remove_scontrol_stub() -> None:
 def once_per_test_run(tmp_path_factory: Any, name: str, make: Callable[[Path], str]) -> tuple[Path, str]:
     """``make(directory)`` once per test session, however many pytest-xdist workers ask for it: the first makes it
     under a lock while the others wait, and all get the directory and the text ``make`` returned (kept beside it)."""
+    from assocmem.io import write_text
+
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         directory = tmp_path_factory.mktemp(name)
         return directory, make(directory)
@@ -56,9 +58,7 @@ def once_per_test_run(tmp_path_factory: Any, name: str, make: Callable[[Path], s
         if not kept.exists():
             shutil.rmtree(directory, ignore_errors=True)  # what a failed attempt of another worker left
             directory.mkdir()
-            partial = kept.with_name(f"{kept.name}.partial")
-            partial.write_text(make(directory))
-            partial.replace(kept)
+            write_text(kept, make(directory))
         return directory, kept.read_text()
 
 

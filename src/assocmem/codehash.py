@@ -19,7 +19,6 @@ import hashlib
 import json
 import os
 import re
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -102,26 +101,15 @@ def _save_new_references() -> None:
     """Add this process's new entries to the cache file (atomically; a failure to write only loses the cache)."""
     if not _NEW_ENTRIES:
         return
+    from assocmem.io import write_json  # numpy comes with it: only when there is something to write
+
     merged = {**_disk_references(), **_NEW_ENTRIES}
     try:
-        _write_atomically(references_cache_file(), merged if len(merged) <= MAX_CACHED_MODULES else _NEW_ENTRIES)
-    except OSError:
+        write_json(references_cache_file(), merged if len(merged) <= MAX_CACHED_MODULES else _NEW_ENTRIES)
+    except (OSError, AssocmemError):
         return
     _disk_references().update(_NEW_ENTRIES)
     _NEW_ENTRIES.clear()
-
-
-def _write_atomically(path: Path, entries: dict[str, list[str]]) -> None:
-    """A temporary file beside ``path``, renamed onto it (assocmem.io is this module's level: not imported)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as handle:
-            json.dump(entries, handle, sort_keys=True)
-        os.replace(temporary, path)
-    finally:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
 
 
 @functools.lru_cache(maxsize=4096)

@@ -14,8 +14,8 @@ from assocmem.codehash import PACKAGE_DIR, module_closure, references
 # Each room may import only rooms of a lower level.
 LEVELS = (
     {"errors", "data", "layout", "schemas", "rerun"},
-    {"io", "runtime", "gemm", "codehash", "theory", "stats", "progress", "targets"},
-    {"tokenstore", "model", "testing", "provenance", "tables", "stamps", "runlock", "autotune"},
+    {"io", "runtime", "gemm", "theory", "stats", "progress", "targets"},
+    {"codehash", "tokenstore", "model", "testing", "provenance", "tables", "stamps", "runlock", "autotune"},
     {"tokenwriter", "subsets", "stopping", "footprint", "trust"},
     {"qf", "corpus", "facts", "train", "activations", "knn", "sweep"},
     {"evaluation", "memorisation"},
