@@ -24,6 +24,7 @@ on the same device (``assocmem.gemm.measure_peak_flops``).
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import sys
 import tempfile
@@ -174,6 +175,18 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def job_times(results: Path) -> str:
+    """The main run's jobs, longest first: Snakemake's benchmark files (wall s, CPU s) under ``results``."""
+    rows = []
+    for tsv in results.rglob("*.tsv"):
+        for record in csv.DictReader(tsv.open(), delimiter="\t"):
+            if "s" in record and "cpu_time" in record:
+                rows.append((float(record["s"]), float(record["cpu_time"] or "nan"), tsv.relative_to(results)))
+    lines = [f"{'wall s':>8} {'CPU s':>8}  job (benchmark file)"]
+    lines += [f"{wall:8.1f} {cpu:8.1f}  {name}" for wall, cpu, name in sorted(rows, key=lambda row: -row[0])]
+    return "\n".join(lines) if rows else f"no Snakemake benchmark files under {results}"
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -184,7 +197,12 @@ def main(argv: list[str] | None = None) -> None:
     arm.add_argument("--dry-run", action="store_true", help="on the CPU, tiny shapes, a few steps (seconds)")
     show = commands.add_parser("table", help="print the table of a results file")
     show.add_argument("results", type=Path)
+    jobs = commands.add_parser("jobs", help="print the main run's per-job times (Snakemake benchmark files)")
+    jobs.add_argument("results", type=Path, help="the run's results/ folder")
     args = parser.parse_args(argv)
+    if args.command == "jobs":
+        print(job_times(args.results))
+        return
     if args.command == "table":
         rows = [json.loads(line) for line in args.results.read_text().splitlines() if line.strip()]
         print(table(rows))

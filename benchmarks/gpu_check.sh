@@ -4,13 +4,16 @@
 #   benchmarks/gpu_check.sh [--nanogpt DIR] [--wheels DIR] [--out DIR] [--dry-run]
 #
 # Installs the packages the machine lacks from a folder of wheels brought along (--wheels, default .whl/; see
-# benchmarks/README.md), then runs each part under its own `timeout` and prints one table:
+# benchmarks/README.md), then runs each part under its own `timeout` (the issues' gates first, the longest last)
+# and prints one table:
+#   the tests a CPU skips (`pytest -m gpu`: the torch k-NN engine on CUDA);
+#   benchmarks/gpu_knn_check.py (issue 40), where it exists;
+#   the main run, `snakemake --cores all` on the default config (cap $MAIN_CAP, 200 s): its wall time, its jobs'
+#   times (Snakemake's benchmark files; records in $OUT/main_run_records.tgz) and its verdicts against
+#   docs/results/default.json's;
 #   GPT-2 small, the project's trainer against karpathy/nanoGPT (--nanogpt DIR), eager and compiled;
 #   the default's L4 step eager, compiled and in CUDA graphs (benchmarks/gpu_check.py);
-#   stacked replicas (K = 1, 4, 16) against K single runs, where the project has a stacked trainer;
-#   benchmarks/gpu_knn_check.py, where it exists;
-#   the main run, `snakemake --cores all` on the default config: its wall time and its verdicts against
-#   docs/results/default.json's.
+#   stacked replicas (K = 1, 4, 16) against K single runs, where the project has a stacked trainer.
 # --dry-run: the same path on the CPU with tiny shapes and a few steps, no wheels, no main run (seconds).
 set -u
 NANOGPT="" WHEELS=.whl OUT=${OUT:-/tmp/gpu-check} DRY=0 BUDGET=${BUDGET:-530}
@@ -55,6 +58,45 @@ if [ $DRY = 0 ]; then
   python3 -c "import sys, torch; print(sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda)"
 fi
 
+if [ $DRY = 0 ]; then  # the tests a CPU skips: the torch k-NN engine and the training step on CUDA
+  part 60 "pytest -m gpu" python3 -m pytest -q -p no:cacheprovider -rs -m gpu tests/unit/knn tests/unit/train
+fi
+
+if [ -f benchmarks/gpu_knn_check.py ]; then
+  part 90 "k-NN check" python3 benchmarks/gpu_knn_check.py --out "$OUT" $([ $DRY = 1 ] && echo --dry-run)
+else
+  echo "skip k-NN check: benchmarks/gpu_knn_check.py is not in this checkout"
+fi
+
+if [ $DRY = 1 ]; then
+  echo "skip main run: dry run"
+else
+  rm -rf /tmp/gpu-check-main && mkdir -p /tmp/gpu-check-main /tmp/gpu-check-bin
+  tar --exclude=./results --exclude=./.whl --exclude=./.gl --exclude=./.git --exclude=./.snakemake -cf - . \
+    | tar -x -C /tmp/gpu-check-main
+  command -v python > /dev/null || ln -sf "$(command -v python3)" /tmp/gpu-check-bin/python  # the rules call python
+  export PATH=$PATH:/tmp/gpu-check-bin
+  start=$SECONDS
+  part ${MAIN_CAP:-200} "main run: snakemake --cores all" \
+    bash -c "cd /tmp/gpu-check-main && python3 -m snakemake --cores all > '$OUT/main_run.log' 2>&1"
+  echo "main run: $((SECONDS - start)) s"
+  grep "assocmem:" "$OUT/main_run.log" | tail -8
+  python3 benchmarks/gpu_check.py jobs /tmp/gpu-check-main/results
+  (cd /tmp/gpu-check-main && find results -name '*.tsv' -o -name 'timing.json' -o -name '*.log' -o -name '*.csv' \
+    | tar -czf "$OUT/main_run_records.tgz" -T - .snakemake/log 2> /dev/null)
+  python3 - /tmp/gpu-check-main/results/report/verdicts.csv docs/results/default.json <<'EOF'
+import csv, json, sys
+from pathlib import Path
+table, record = Path(sys.argv[1]), json.loads(Path(sys.argv[2]).read_text())["verdicts"]
+if not table.is_file():
+    sys.exit(f"main run: no {table} (the run did not finish)")
+found = {row["claim"]: row["verdict"] for row in csv.DictReader(table.open())}
+changed = [f"  {c}: {record.get(c, '-')} -> {found.get(c, '-')}" for c in sorted(set(found) | set(record))
+           if found.get(c) != record.get(c)]
+print("verdicts against docs/results/default.json: " + ("all equal" if not changed else "\n" + "\n".join(changed)))
+EOF
+fi
+
 CHECK="python3 benchmarks/gpu_check.py arm --out $RESULTS ${NANOGPT:+--nanogpt $NANOGPT}"
 if [ $DRY = 1 ]; then  # one process: the arms' code paths, tiny, on the CPU
   part 300 "arms (dry run)" $CHECK --dry-run gpt2-nanogpt-eager l4-graphs  # gpt2-project-* is this path at other shapes
@@ -68,38 +110,6 @@ if python3 -c "import importlib.util as u, sys; sys.exit(u.find_spec('assocmem.t
   part 90 "stacked replicas" python3 benchmarks/bench_stacked.py --replicas 1,4,16 $([ $DRY = 1 ] && echo --dry-run || echo --shapes G3,G5)
 else
   echo "skip stacked replicas: no stacked trainer in this checkout (assocmem.train.stacked, benchmarks/bench_stacked.py)"
-fi
-
-if [ -f benchmarks/gpu_knn_check.py ]; then
-  part 90 "k-NN check" python3 benchmarks/gpu_knn_check.py --out "$OUT" $([ $DRY = 1 ] && echo --dry-run)
-else
-  echo "skip k-NN check: benchmarks/gpu_knn_check.py is not in this checkout"
-fi
-
-if [ $DRY = 1 ]; then
-  echo "skip main run: dry run"
-else
-  rm -rf /tmp/gpu-check-main && mkdir -p /tmp/gpu-check-main /tmp/gpu-check-bin
-  tar --exclude=./results --exclude=./.whl --exclude=./.git --exclude=./.snakemake -cf - . \
-    | tar -x -C /tmp/gpu-check-main
-  command -v python > /dev/null || ln -sf "$(command -v python3)" /tmp/gpu-check-bin/python  # the rules call python
-  export PATH=$PATH:/tmp/gpu-check-bin
-  start=$SECONDS
-  part 600 "main run: snakemake --cores all" \
-    bash -c "cd /tmp/gpu-check-main && python3 -m snakemake --cores all > '$OUT/main_run.log' 2>&1"
-  echo "main run: $((SECONDS - start)) s"
-  grep "assocmem:" "$OUT/main_run.log" | tail -8
-  python3 - /tmp/gpu-check-main/results/report/verdicts.csv docs/results/default.json <<'EOF'
-import csv, json, sys
-from pathlib import Path
-table, record = Path(sys.argv[1]), json.loads(Path(sys.argv[2]).read_text())["verdicts"]
-if not table.is_file():
-    sys.exit(f"main run: no {table} (the run did not finish)")
-found = {row["claim"]: row["verdict"] for row in csv.DictReader(table.open())}
-changed = [f"  {c}: {record.get(c, '-')} -> {found.get(c, '-')}" for c in sorted(set(found) | set(record))
-           if found.get(c) != record.get(c)]
-print("verdicts against docs/results/default.json: " + ("all equal" if not changed else "\n" + "\n".join(changed)))
-EOF
 fi
 
 say "table"

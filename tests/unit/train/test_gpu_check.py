@@ -20,3 +20,19 @@ def test_the_gpu_check_passes_its_dry_run(tmp_path) -> None:
     assert "cpu (dry run)" in arms["l4-graphs"] and "rc=" not in result.stdout
     assert "skip main run: dry run" in result.stdout
     assert any(line.startswith(("skip stacked replicas", "== t=")) for line in lines)
+
+
+def test_the_gpu_check_lists_the_main_runs_jobs_longest_first(tmp_path) -> None:
+    import sys
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from gpu_check import job_times
+
+    header = "s\th:m:s\tmax_rss\tcpu_time\n"
+    for name, wall, cpu in (("train_L4.tsv", "61.5", "60.1"), ("report.tsv", "30.2", "12.0")):
+        (tmp_path / "benchmarks" / "qf").mkdir(parents=True, exist_ok=True)
+        (tmp_path / "benchmarks" / "qf" / name).write_text(header + f"{wall}\t0:01:01\t100\t{cpu}\n")
+    lines = job_times(tmp_path).splitlines()
+    assert "train_L4.tsv" in lines[1] and "61.5" in lines[1] and "60.1" in lines[1]
+    assert "report.tsv" in lines[2]
+    assert "no Snakemake benchmark files" in job_times(tmp_path / "absent")
