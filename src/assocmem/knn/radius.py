@@ -23,6 +23,10 @@ import pandas as pd
 from assocmem.knn.exact import knn
 
 RADIUS_COLUMNS = ["set", "fraction", "n_patterns", "query", "distance"]
+# Neighbours of each row of the largest subsample searched once for all subsamples: a row of a subsample of
+# fraction f of it misses the pool with probability about (1 - f)^8 (10% at f = 0.25) and is then searched within
+# its subsample (80,000 x 64 on one core: 31 s with 8, 40 s with 16, 55 s for the four subsamples searched apart).
+NESTED_POOL = 8
 
 
 def distinct_rows(vectors: np.ndarray) -> np.ndarray:
@@ -43,21 +47,47 @@ def subsample_sizes(fractions: Sequence[float], n_rows: int, max_size: int | Non
 
 
 def nested_nn(vectors: np.ndarray, ids: np.ndarray, fractions: Sequence[float], seed: int,
-              max_size: int | None = None, **knn_options: Any) -> pd.DataFrame:
+              max_size: int | None = None, pool: int = NESTED_POOL, **knn_options: Any) -> pd.DataFrame:
     """Rank-1 NN distance of every row of each nested subsample of ``ids`` among that subsample (columns fraction,
     n_patterns, query = row of ``vectors``, distance in float64): the first ``size`` ids of one seeded permutation
-    (:func:`subsample_sizes`); subsamples of fewer than two rows are skipped."""
+    (:func:`subsample_sizes`); subsamples of fewer than two rows are skipped.
+
+    One exact search of the largest subsample for each row's ``pool`` nearest serves every subsample: a row's NN
+    within a smaller one is the first of its pool that belongs to it (the pool is ordered by exact distance, ties
+    by row, as the subsample's own search orders them). Rows whose pool holds no member, about (1 - fraction)^pool
+    of them, are searched within their subsample directly. The subsamples' separate searches cost sum(size^2):
+    1.9x the largest one's at fractions 0.25-1."""
     permutation = np.random.default_rng(seed).permutation(ids.size)
+    sizes = [(fraction, size) for fraction, size in subsample_sizes(fractions, ids.size, max_size) if size >= 2]
+    if not sizes:
+        return pd.DataFrame(columns=RADIUS_COLUMNS[1:])
+    rank = np.empty(ids.size, dtype=np.int64)
+    rank[permutation] = np.arange(ids.size)
+    largest = np.sort(permutation[:sizes[-1][1]])  # positions in ids, ascending: the largest subsample
+    subset = np.ascontiguousarray(vectors[ids[largest]], dtype=np.float32)
+    own = np.arange(largest.size)
+    distances, neighbours = knn(subset, subset, min(pool, largest.size - 1), exclude_ids=own, **knn_options)
     frames = []
-    for fraction, size in subsample_sizes(fractions, ids.size, max_size):
-        chosen = ids[np.sort(permutation[:size])]
-        if chosen.size < 2:
-            continue
-        subset = np.ascontiguousarray(vectors[chosen], dtype=np.float32)
-        distances, _ = knn(subset, subset, 1, exclude_ids=np.arange(chosen.size), **knn_options)
-        frames.append(pd.DataFrame({"fraction": fraction, "n_patterns": chosen.size, "query": chosen,
-                                    "distance": distances[:, 0].astype(np.float64)}))
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=RADIUS_COLUMNS[1:])
+    for fraction, size in sizes:
+        member = rank[largest] < size
+        nearest = _first_member(distances[member], neighbours[member], member)
+        missing = np.flatnonzero(np.isnan(nearest))
+        if missing.size:  # no member in the pool: searched within the subsample itself
+            within = np.flatnonzero(member)
+            nearest[missing] = knn(subset[within], subset[within[missing]], 1, exclude_ids=missing,
+                                   **knn_options)[0][:, 0]
+        frames.append(pd.DataFrame({"fraction": fraction, "n_patterns": size, "query": ids[largest[member]],
+                                    "distance": nearest}))
+    return pd.concat(frames, ignore_index=True)
+
+
+def _first_member(distances: np.ndarray, neighbours: np.ndarray, member: np.ndarray) -> np.ndarray:
+    """Per row, the float64 distance of its first neighbour that is a member (NaN where none is)."""
+    is_member = member[neighbours]
+    first = is_member.argmax(axis=1)
+    out = distances[np.arange(len(first)), first].astype(np.float64)
+    out[~is_member.any(axis=1)] = np.nan
+    return out
 
 
 def radius_searches(last_layer: np.ndarray, fractions: Sequence[float], seed: int,

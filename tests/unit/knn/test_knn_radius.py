@@ -4,10 +4,13 @@ prefixes, the final LayerNorm's gain divided out, and the scale numbers."""
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from assocmem.knn import nested_subsample_rows, search_radius
-from assocmem.knn.radius import RADIUS_COLUMNS, distinct_rows, nested_nn, radius_searches, rms_norm
+from assocmem.knn import knn, nested_subsample_rows, search_radius
+from assocmem.knn.radius import RADIUS_COLUMNS, distinct_rows, nested_nn, radius_searches, rms_norm, subsample_sizes
 
 
 def brute_force_nn(vectors: np.ndarray) -> np.ndarray:
@@ -39,6 +42,37 @@ def test_nested_nn_is_the_exact_nearest_neighbour_within_each_subsample(acts: np
         assert group["query"].tolist() == chosen.tolist() and (group["n_patterns"] == chosen.size).all()
         np.testing.assert_allclose(group["distance"], brute_force_nn(acts[chosen]), rtol=1e-5)
     assert nested_nn(acts, ids[:3], [0.25], seed=3).empty  # fewer than two rows: nothing to measure
+
+
+def separate_searches(vectors: np.ndarray, ids: np.ndarray, fractions: list[float], seed: int) -> pd.DataFrame:
+    """The subsamples searched one by one (what nested_nn did before it searched the largest once)."""
+    permutation = np.random.default_rng(seed).permutation(ids.size)
+    frames = []
+    for fraction, size in subsample_sizes(fractions, ids.size, None):
+        chosen = ids[np.sort(permutation[:size])]
+        if chosen.size < 2:
+            continue
+        subset = np.ascontiguousarray(vectors[chosen])
+        distances, _ = knn(subset, subset, 1, exclude_ids=np.arange(chosen.size))
+        frames.append(pd.DataFrame({"fraction": fraction, "n_patterns": size, "query": chosen,
+                                    "distance": distances[:, 0].astype(np.float64)}))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=RADIUS_COLUMNS[1:])
+
+
+@settings(max_examples=25, deadline=None)
+@given(rows=st.integers(2, 60), seed=st.integers(0, 3), pool=st.integers(1, 5), integer=st.booleans(),
+       fractions=st.lists(st.sampled_from([0.1, 0.25, 0.5, 0.75, 1.0]), min_size=1, max_size=4, unique=True))
+def test_one_search_of_the_largest_subsample_gives_every_subsamples_nn(rows, seed, pool, integer, fractions) -> None:
+    """Small pools send many rows to the direct search; small-integer rows make exact ties and duplicates."""
+    rng = np.random.default_rng(seed)
+    vectors = (rng.integers(-2, 3, size=(rows, 3)) if integer else rng.normal(size=(rows, 3))).astype(np.float32)
+    ids = np.arange(rows)
+    got = nested_nn(vectors, ids, fractions, seed, pool=pool)
+    want = separate_searches(vectors, ids, fractions, seed)
+    if want.empty:
+        assert got.empty
+        return
+    pd.testing.assert_frame_equal(got.reset_index(drop=True), want, check_dtype=False, rtol=1e-6)
 
 
 def test_gain_free_vectors_divide_the_layernorm_gain_out(acts: np.ndarray) -> None:
