@@ -19,6 +19,7 @@ rule activations:
         bench_path("{exp}/activations_{model}_{subset}")
     wildcard_constraints:
         subset=r"pct[0-9.]+",
+    priority: priority_of_run
     conda:
         "../envs/assocmem.yaml"
     threads: THREADS

@@ -9,7 +9,7 @@ import sys
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
 from assocmem import layout, rerun, runhooks, runlock, targets
-from assocmem.runtime import share_of_cores
+from assocmem.runtime import run_priority, share_of_cores
 from assocmem.codehash import code_digest
 from assocmem.config import (
     ConfigError,
@@ -203,6 +203,17 @@ def local_cores():
         return workflow.cores
     except WorkflowError:
         return None
+
+
+def priority_of_run(w):
+    """Priority of a run's train, activations, neighbours and evaluate jobs (assocmem.runtime.run_priority): the
+    costliest training and its chain start first; a pretrained model's jobs have none.
+    """
+    fractions = subsets_of(w.exp)
+    if w.subset not in fractions:
+        return 0
+    spec, train = run_settings(EXPS[w.exp], w.model)
+    return run_priority(spec, train, fractions[w.subset])
 
 
 # Threads of the k-NN and evaluation jobs: each an equal share of --cores among the config's jobs of that rule

@@ -16,6 +16,7 @@ rule neighbours:
         log_path("{exp}/neighbours_{model}_{subset}"),
     benchmark:
         bench_path("{exp}/neighbours_{model}_{subset}")
+    priority: priority_of_run
     conda:
         "../envs/assocmem.yaml"
     threads: NEIGHBOUR_THREADS

@@ -16,6 +16,7 @@ rule train:
         bench_path("{exp}/train_{model}_{subset}")
     wildcard_constraints:
         subset=r"pct[0-9.]+",
+    priority: priority_of_run
     conda:
         "../envs/assocmem.yaml"
     threads: THREADS
@@ -61,6 +62,7 @@ for _exp in stacked_experiments():
             exp=_exp,
             model=stacked_model_constraint(_exp),
             subset=r"pct[0-9.]+",
+        priority: priority_of_run
         conda:
             "../envs/assocmem.yaml"
         threads: THREADS
