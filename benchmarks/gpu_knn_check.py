@@ -11,7 +11,9 @@ Measurements, one JSON line each (also appended to DIR/knn_check.jsonl with --ou
                    (``extrapolated``: true);
   * faiss_flat     faiss.knn (IndexFlatL2's search) as is on the CPU cores, the same sample and extrapolation;
   * agreement      ids of torch_knn against faiss_knn on the sample (the same contract: they should be equal) and
-                   against raw faiss.knn (float32 ties may differ there).
+                   against raw faiss.knn (float32 ties may differ there);
+  * host_*         the host work knn does before it searches, each step timed alone on the whole array: the
+                   finiteness check, the duplicate-row hashing, the mean, the centred copy, the rows' squared norms.
 
 Without CUDA it runs the torch engine on the CPU and says so (``device``). --dry-run: 2,000 x 64 unless --n or --dim
 say otherwise, seconds on a CPU.
@@ -34,6 +36,8 @@ import torch
 
 from assocmem.autotune.measure import cpu_model_and_flags
 from assocmem.knn import DEFAULT_QUERY_BATCH, Engine, knn
+from assocmem.knn.duplicates import duplicate_groups
+from assocmem.knn.inputs import as_matrix
 from assocmem.knn.shards import Shards
 from assocmem.knn.torch_engine import TorchSearch
 from assocmem.runtime import set_threads
@@ -92,6 +96,16 @@ def torch_measurements(x: np.ndarray, k: int, engine: Engine) -> tuple[list[dict
     return rows, ids
 
 
+def host_measurements(x: np.ndarray, k: int) -> list[dict[str, Any]]:
+    """Seconds of each step of knn's host work before its search (a self-search's, on the whole array)."""
+    shards = Shards(x, None, center=True)
+    steps = {"host_finite_check": lambda: as_matrix("database", x), "host_duplicates": lambda: duplicate_groups(x, k),
+             "host_mean": lambda: Shards(x, None, center=True), "host_centred_copy": lambda: shards.centre(x, True),
+             "host_squared_norms": shards.squared_norms}
+    return [{"measure": name, "seconds": timed(step, "cpu")[0], "queries": len(x), "extrapolated": False}
+            for name, step in steps.items()]
+
+
 def faiss_measurement(name: str, run: Callable[[np.ndarray], np.ndarray], n: int, sample: np.ndarray,
                       budget_s: float) -> tuple[dict[str, Any], np.ndarray]:
     """Seconds for all n queries: measured on ``sample`` and extrapolated when the whole run would exceed the
@@ -127,13 +141,13 @@ def flat_search(x: np.ndarray, k: int) -> Callable[[np.ndarray], np.ndarray]:
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    lines = [f"{'measure':<14} {'seconds':>10} {'queries':>8} {'ms/query':>9}  note"]
+    lines = [f"{'measure':<20} {'seconds':>10} {'queries':>8} {'ms/query':>9}  note"]
     for row in rows:
         if "seconds" not in row:
             continue
         per_query = 1e3 * row["seconds"] / row["n"]
         note = f"extrapolated from {row['queries']} queries" if row["extrapolated"] else ""
-        lines.append(f"{row['measure']:<14} {row['seconds']:10.3f} {row['queries']:8d} {per_query:9.4f}  {note}")
+        lines.append(f"{row['measure']:<20} {row['seconds']:10.3f} {row['queries']:8d} {per_query:9.4f}  {note}")
     check = next(row for row in rows if row["measure"] == "agreement")
     lines.append(f"ids equal on {check['queries']} queries: {check['ids_equal_faiss_knn']:.4%} against knn on faiss, "
                  f"{check['ids_equal_faiss_flat']:.4%} against raw faiss.knn "
@@ -153,7 +167,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         "faiss_knn", lambda q: knn(x, x[q], args.k, engine=Engine("faiss"), exclude_ids=q)[1], args.n, sample,
         args.faiss_budget)
     flat_row, flat_ids = faiss_measurement("faiss_flat", flat_search(x, args.k), args.n, sample, args.faiss_budget)
-    rows += [faiss_row, flat_row, agreement(torch_ids[sample], faiss_ids, flat_ids, args.k)]
+    rows += [faiss_row, flat_row, agreement(torch_ids[sample], faiss_ids, flat_ids, args.k),
+             *host_measurements(x, args.k + 1)]
     rows = [{**common, **row} for row in rows]
     for row in rows:
         print(json.dumps(row), flush=True)

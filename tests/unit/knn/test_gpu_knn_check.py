@@ -20,10 +20,13 @@ def test_the_dry_run_measures_and_agrees(monkeypatch: pytest.MonkeyPatch, tmp_pa
     rows = gpu_knn_check.main(["--dry-run", "--n", "600", "--dim", "16", "--out", str(tmp_path)])
     kept = [json.loads(line) for line in (tmp_path / "knn_check.jsonl").read_text().splitlines()]
     assert kept == rows
-    assert [row["measure"] for row in rows] == ["torch_search", "torch_knn", "faiss_knn", "faiss_flat", "agreement"]
+    assert [row["measure"] for row in rows] == ["torch_search", "torch_knn", "faiss_knn", "faiss_flat", "agreement",
+                                                "host_finite_check", "host_duplicates", "host_mean",
+                                                "host_centred_copy", "host_squared_norms"]
+    assert all(row["seconds"] >= 0 and row["queries"] == 600 for row in rows if row["measure"].startswith("host_"))
     assert all(row["n"] == 600 and row["dim"] == 16 and row["k"] == 10 and row["cpu_threads"] == 1 for row in rows)
     assert all(row["seconds"] > 0 for row in rows[:4])
-    agreement = rows[-1]
+    agreement = next(row for row in rows if row["measure"] == "agreement")
     assert agreement["queries"] == 600 and agreement["ids_equal_faiss_knn"] == 1.0  # the same contract
     assert agreement["recall_vs_faiss_flat"] == 1.0
     printed = capsys.readouterr().out
