@@ -25,7 +25,6 @@ on the same device (``assocmem.gemm.measure_peak_flops``).
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import sys
 import tempfile
@@ -183,15 +182,17 @@ def table(rows: list[dict]) -> str:
 
 
 def job_times(results: Path) -> str:
-    """The main run's jobs, longest first: Snakemake's benchmark files (wall s, CPU s) under ``results``."""
-    rows = []
-    for tsv in results.rglob("*.tsv"):
-        for record in csv.DictReader(tsv.open(), delimiter="\t"):
-            if "s" in record and "cpu_time" in record:
-                rows.append((float(record["s"]), float(record["cpu_time"] or "nan"), tsv.relative_to(results)))
-    lines = [f"{'wall s':>8} {'CPU s':>8}  job (benchmark file)"]
-    lines += [f"{wall:8.1f} {cpu:8.1f}  {name}" for wall, cpu, name in sorted(rows, key=lambda row: -row[0])]
-    return "\n".join(lines) if rows else f"no Snakemake benchmark files under {results}"
+    """The main run's jobs, longest first: every Snakemake benchmark file of the run (the report's own reader,
+    :func:`assocmem.report.build.stage_timings`)."""
+    from assocmem.layout import TEMPLATES
+    from assocmem.report.build import stage_timings
+
+    folder = results / Path(TEMPLATES["benchmark"]).parent
+    names = [tsv.relative_to(folder).with_suffix("").as_posix() for tsv in folder.rglob("*.tsv")]
+    table = stage_timings(results, names).sort_values("seconds", ascending=False)
+    lines = [f"{'wall s':>8} {'peak MB':>8}  job"]
+    lines += [f"{row.seconds:8.1f} {row.max_rss_mb:8.0f}  {row.stage}" for row in table.itertuples()]
+    return "\n".join(lines) if len(table) else f"no Snakemake benchmark files under {results}"
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -29,10 +29,10 @@ def test_the_gpu_check_lists_the_main_runs_jobs_longest_first(tmp_path) -> None:
     from gpu_check import job_times
 
     header = "s\th:m:s\tmax_rss\tcpu_time\n"
-    for name, wall, cpu in (("train_L4.tsv", "61.5", "60.1"), ("report.tsv", "30.2", "12.0")):
-        (tmp_path / "benchmarks" / "qf").mkdir(parents=True, exist_ok=True)
-        (tmp_path / "benchmarks" / "qf" / name).write_text(header + f"{wall}\t0:01:01\t100\t{cpu}\n")
+    for name, wall, rss in (("qf/train_L4.tsv", "61.5", "812.4"), ("report.tsv", "30.2", "120.0")):
+        (tmp_path / "benchmarks" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "benchmarks" / name).write_text(header + f"{wall}\t0:01:01\t{rss}\t1.0\n")
     lines = job_times(tmp_path).splitlines()
-    assert "train_L4.tsv" in lines[1] and "61.5" in lines[1] and "60.1" in lines[1]
-    assert "report.tsv" in lines[2]
+    assert lines[1].split() == ["61.5", "812", "qf/train_L4"]
+    assert lines[2].split() == ["30.2", "120", "report"]
     assert "no Snakemake benchmark files" in job_times(tmp_path / "absent")
