@@ -59,7 +59,7 @@ if [ $DRY = 0 ]; then
 fi
 
 if [ $DRY = 0 ]; then  # the tests a CPU skips: the torch k-NN engine and the training step on CUDA
-  part 60 "pytest -m gpu" python3 -m pytest -q -p no:cacheprovider -rs -m gpu tests/unit/knn tests/unit/train
+  part 60 "pytest -m gpu" python3 -m pytest -q -p no:cacheprovider -rs -m gpu tests/unit/knn tests/unit/train tests/unit/evaluation
 fi
 
 if [ -f benchmarks/gpu_knn_check.py ]; then

@@ -53,17 +53,18 @@ def row_losses(model: DecoderLM, sequences: list[list[int]], pad_id: int, desc: 
                loss_from: int = 0) -> pd.DataFrame:
     """Per sequence: summed NLL over every scored target (``nll``; ``loss_from`` as the store's), the NLL of its
     last target, ``<eos>`` (``nll_eos``), and the number of targets (``tokens``). Sequences are sorted by length
-    into batches, so little is padded."""
+    into batches, so little is padded. Runs where the model's weights are; the sums are the host's, in float64."""
     model.eval()
+    device = next(model.parameters()).device
     order = np.argsort([len(row) for row in sequences], kind="stable")
     nll, nll_eos, tokens = (np.zeros(len(sequences)) for _ in range(3))
     progress = bar(total=len(order), desc=desc, unit="sequence")
     for start in range(0, len(order), BATCH_SIZE):
         rows = order[start:start + BATCH_SIZE]
         inputs, targets = to_lm_batch(_padded([sequences[i] for i in rows], pad_id), pad_id, loss_from)
-        logits = model(inputs)
-        losses = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1),
-                                 ignore_index=IGNORE, reduction="none").reshape(targets.shape).double()
+        logits = model(inputs.to(device))
+        losses = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.to(device).reshape(-1),
+                                 ignore_index=IGNORE, reduction="none").reshape(targets.shape).cpu().double()
         scored = targets != IGNORE
         counts = scored.sum(dim=1)
         nll[rows] = losses.sum(dim=1).numpy()

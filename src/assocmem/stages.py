@@ -57,13 +57,16 @@ def generate_facts(params: dict[str, Any], out_dir: Path) -> str:
 
 
 def evaluate(params: dict[str, Any], model: Path, store_dir: Path, out_dir: Path) -> str:
-    """The model's CE, with and without <eos>, on each evaluation set (params: files, name -> path)."""
+    """The model's CE, with and without <eos>, on each evaluation set (params: files, name -> path; device, the
+    experiment's ``activations.device``: where trained models run)."""
     from assocmem.evaluation import evaluate_files
+    from assocmem.runtime import resolve_device
     from assocmem.train import load_model
 
     set_threads(params["threads"])
     files = {name: Path(path) for name, path in params["files"].items()}
-    sets = evaluate_files(load_model(model, expect=params["expect"]), store_dir, files)
+    device = resolve_device(params.get("device", "cpu"), key="activations.device")
+    sets = evaluate_files(load_model(model, device, expect=params["expect"]), store_dir, files)
     write_json(out_dir / "eval.json", {"checkpoint": model.name, "sets": sets})
     return "; ".join(f"{name}: CE {result['ce']:.4f} +- {result['se']:.4f} over {result['rows']} sequences"
                      for name, result in sets.items())

@@ -325,6 +325,7 @@ def evaluation_params(w):
             "files": evaluation_files(w.exp),
             "seed": config["seed"],
             "expect": model_expectation(w),
+            "device": EXPS[w.exp]["activations"]["device"],
         }
     )
 

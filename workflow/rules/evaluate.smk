@@ -21,6 +21,7 @@ rule evaluate:
     resources:
         mem_mb=3000,
         runtime=60,
+        gpu=lambda w: gpus_for(EXPS[w.exp]["activations"]["device"]),
     params:
         code=stage_code("evaluate"),
         spec=evaluation_params,

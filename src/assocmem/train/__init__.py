@@ -43,7 +43,8 @@ from assocmem.train.files import (
     save_model,
 )
 from assocmem.train.job import build_job, job_fingerprint, model_context
-from assocmem.train.loop import TrainJob, evaluate, summed_nll
+from assocmem.train.loop import TrainJob, evaluate
+from assocmem.train.loss import summed_nll
 from assocmem.train.settings import TrainSettings, lr_at, make_optimizer, step_budget
 from assocmem.train.stacked import StackedTraining, train_stacked  # in the train stage's code digest (codehash)
 

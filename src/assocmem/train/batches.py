@@ -92,18 +92,27 @@ def fixed_batches(store: TokenStore, rows: np.ndarray, batch_size: int) -> list[
             for i in range(0, len(rows), batch_size)]
 
 
-def static_shape(batch: Batch, rows: int, max_len: int) -> Batch:
-    """``batch`` padded to ``rows`` sequences and to the next power-of-two length (at most ``max_len``): CUDA graphs
-    replay the shapes they captured, so sequence batches of varying length take a few fixed lengths. The padded
-    targets are not scored and causal attention keeps padded positions from reaching earlier ones, so the summed
-    loss and the gradients are the unpadded batch's, to rounding."""
+def static_shape(batch: Batch, rows: int, width: int) -> Batch:
+    """``batch`` padded to ``rows`` sequences of ``width`` tokens: a CUDA graph replays the shapes it captured. The
+    padded targets are not scored and causal attention keeps padded positions from reaching earlier ones, so the
+    summed loss and the gradients are the unpadded batch's, to rounding."""
     inputs, targets = batch
-    length = min(max_len, 1 << (inputs.shape[1] - 1).bit_length())
-    more_rows, more_columns = rows - inputs.shape[0], length - inputs.shape[1]
-    if more_rows <= 0 and more_columns <= 0:
+    if inputs.shape[0] > rows or inputs.shape[1] > width:
+        raise ValueError(f"a batch of shape {tuple(inputs.shape)} does not fit the static shape {(rows, width)}")
+    pad = (0, width - inputs.shape[1], 0, rows - inputs.shape[0])
+    if not any(pad):
         return batch
-    pad = (0, max(more_columns, 0), 0, max(more_rows, 0))
     return F.pad(inputs, pad, value=0), F.pad(targets, pad, value=IGNORE)
+
+
+def static_width(source: BatchSource, max_len: int) -> int:
+    """The width of every batch ``source`` can give: its windows' length, its longest sequence's inputs, or (for
+    any other source) the model's ``max_len``."""
+    if isinstance(source, WindowBatches):
+        return source.block_size
+    if isinstance(source, SequenceBatches):
+        return int(source.store.lengths()[source.start:source.stop].max()) - 1
+    return max_len
 
 
 class DeviceBatches:

@@ -12,7 +12,6 @@ from typing import Any
 
 import pandas as pd
 import torch
-from torch.nn import functional as F
 
 from assocmem.autotune.gemm import Choice, choose_gemm
 from assocmem.gemm import measure_peak_flops
@@ -22,22 +21,13 @@ from assocmem.progress import bar
 from assocmem.runtime import resolve_device, seed_device
 from assocmem.runtime.distributed import all_reduce_sum, dist_rank_world, finish_distributed, init_distributed, wrap_ddp
 from assocmem.stopping import IGNORE, early_stop_reached, is_new_best, recall, recall_reached
-from assocmem.train.batches import RECALL_SET, Batch, BatchSource, DeviceBatches, SequenceBatches, static_shape
+from assocmem.train.batches import RECALL_SET, Batch, BatchSource, DeviceBatches, static_width
 from assocmem.train.files import BEST_IN_PROGRESS, RunState, eval_rows, load_checkpoint, save_checkpoint, save_model
+from assocmem.train.graphed import GraphedStep
+from assocmem.train.loss import summed_nll
 from assocmem.train.settings import TrainSettings, lr_at, make_optimizer
 
 log = logging.getLogger(__name__)
-
-
-def summed_nll(model: torch.nn.Module, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """Summed next-token cross-entropy (nats) over the non-padding targets; stays on the device (no host sync).
-
-    The logits are the padded vocabulary's (a DecoderLM's padding columns are -inf: no probability, no gradient).
-    log_softmax reads them as they are (bf16 under autocast) and computes and writes fp32: the cross-entropy of
-    upcast logits, without an fp32 copy of the whole logits tensor first."""
-    logits = model(inputs, padded=True)
-    log_probs = F.log_softmax(logits.reshape(-1, logits.shape[-1]), dim=-1, dtype=torch.float32)
-    return F.nll_loss(log_probs, targets.reshape(-1), ignore_index=IGNORE, reduction="sum")
 
 
 @torch.no_grad()
@@ -54,12 +44,17 @@ def evaluate(model: torch.nn.Module, batches: list[Batch], device: torch.device,
     return total / max(count, 1)
 
 
-def cuda_graphs_on(settings: TrainSettings, device: torch.device) -> bool:
-    """Whether the step runs in CUDA graphs: ``train.cuda_graphs`` on a CUDA device. Elsewhere the key is a no-op,
-    logged, so one config serves a GPU and a CPU machine."""
-    if settings.cuda_graphs and device.type != "cuda":
+def cuda_graphs_on(settings: TrainSettings, device: torch.device, world: int = 1) -> bool:
+    """Whether the step runs in one CUDA graph: ``train.cuda_graphs`` on a CUDA device and one process. Elsewhere
+    the key is a no-op, logged, so one config serves a GPU and a CPU machine (and DDP, whose gradient all-reduce
+    the graph does not hold)."""
+    if not settings.cuda_graphs:
+        return False
+    if device.type != "cuda":
         log.info("train.cuda_graphs: %s has no CUDA graphs; the step runs without them", device)
-    return settings.cuda_graphs and device.type == "cuda"
+    elif world > 1:
+        log.info("train.cuda_graphs: not under DDP (%d processes); the step runs without graphs", world)
+    return device.type == "cuda" and world == 1
 
 
 def read_loss(state: RunState, pending: torch.Tensor, device: torch.device) -> None:
@@ -82,11 +77,14 @@ class TrainJob:
     fingerprint: str = ""  # of everything that determines the weights; a checkpoint resumes only on a match
     job: str = ""  # "<exp>/<model>/<subset>": written into model.pt and best.pt, checked by their readers
     _batches: DeviceBatches | None = field(default=None, init=False, repr=False)
-    _static_shapes: bool = field(default=False, init=False, repr=False)  # set by run(): under CUDA graphs
+    _graphed: GraphedStep | None = field(default=None, init=False, repr=False)  # set by run(): under CUDA graphs
+    _loss: Callable[..., torch.Tensor] = field(default_factory=lambda: summed_nll, init=False, repr=False)
 
-    def _autocast(self, device: torch.device) -> Callable[[], Any]:
-        enabled = self.settings.precision == "bf16"  # on a CPU too (choose_gemm warns where it is emulated)
-        return lambda: torch.autocast(device.type, dtype=torch.bfloat16, enabled=enabled)
+    def _autocast(self, device: torch.device, cache: bool = True) -> Callable[[], Any]:
+        """bf16 autocast where ``precision`` says so (on a CPU too: choose_gemm warns where it is emulated);
+        ``cache``: off inside a CUDA graph, whose replays must cast the weights they update."""
+        enabled = self.settings.precision == "bf16"
+        return lambda: torch.autocast(device.type, dtype=torch.bfloat16, enabled=enabled, cache_enabled=cache)
 
     def _micro_batches(self, batch: Batch) -> Iterator[Batch]:
         size = self.settings.micro_batch_size or self.settings.batch_size
@@ -99,22 +97,30 @@ class TrainJob:
             self._batches = DeviceBatches(self.train_batches, device, *dist_rank_world())
         return self._batches
 
+    def _graphed_step(self, model: DecoderLM, optimizer: torch.optim.Optimizer, device: torch.device) -> GraphedStep:
+        """The step in one CUDA graph (:mod:`assocmem.train.graphed`), over the source's widest batch."""
+        if self.settings.compile:
+            log.info("train.cuda_graphs: the graphed step runs the model as it is (train.compile is not used)")
+        micro = self.settings.micro_batch_size or self.settings.batch_size
+        rows = -(-self.settings.batch_size // micro) * micro
+        width = static_width(self.train_batches, self.model_config.max_len)
+        return GraphedStep(model, optimizer, self.settings, (rows, width), device, self._autocast(device, cache=False))
+
     def _train_step(self, model, optimizer, step: int, device, autocast) -> tuple[torch.Tensor, int]:
         """One optimizer step; returns the step's summed loss, on the device (read at an evaluation or a
         checkpoint: no host sync per step), and its count of scored targets."""
         seed_device(self.seed * 1_000_003 + step, device)  # dropout is a function of the step
         batches = self._device_batches(device)
         local, n_targets = batches.get(step)
+        if self._graphed is not None:
+            total = self._graphed.run(step, local, n_targets)
+            batches.prefetch(step + 1)
+            return total, n_targets
         world = dist_rank_world()[1]
         total = torch.zeros((), dtype=torch.float64, device=device)
-        rows = self.settings.micro_batch_size or self.settings.batch_size
         for inputs, targets in self._micro_batches(local):
-            if self._static_shapes:  # windows have one length already; sequences take a few
-                longest = self.model_config.max_len if isinstance(self.train_batches, SequenceBatches) else 0
-                inputs, targets = static_shape((inputs, targets), rows, max(longest, inputs.shape[1]))
-                torch.compiler.cudagraph_mark_step_begin()  # the last replay's outputs are used up
             with autocast():
-                nll = summed_nll(model, inputs, targets)
+                nll = self._loss(model, inputs, targets)
             # DDP averages gradients over ranks; scaling by world makes the result the global token mean
             (nll * world / n_targets).backward()
             total += nll.detach()
@@ -158,20 +164,20 @@ class TrainJob:
         state = RunState(0, [], 0.0, 0)
         if ckpt_path.exists():
             state = load_checkpoint(ckpt_path, model, optimizer, self.fingerprint) or state
-        self._static_shapes = cuda_graphs_on(s, device)
+        graphs = cuda_graphs_on(s, device, dist_rank_world()[1])
         gemm = choose_gemm(s.gemm, device, model, self._gemm_rows(), resumed=state.gemm if state.step else None,
-                           precision=s.precision, compiled=s.compile or self._static_shapes)
+                           precision=s.precision, compiled=s.compile or graphs)
         model.set_gemm(gemm.value)
         state.gemm = gemm.value
         log.info("train.gemm %s: %s (%s)", s.gemm, gemm.value, gemm.how)
         if state.step == 0:  # best weights left by an earlier attempt must not survive a fresh start
             (self.run_dir / BEST_IN_PROGRESS).unlink(missing_ok=True)
         step_model = wrap_ddp(model, device)
-        if self._static_shapes:
-            step_model = torch.compile(step_model, mode="reduce-overhead")
-        elif s.compile:
-            step_model = torch.compile(step_model)
+        # compiled, the model and its loss are one graph: Inductor fuses the log-softmax and the loss over the
+        # logits (a vocabulary-wide tensor per token) instead of writing them out in fp32 between kernels
+        self._loss = torch.compile(summed_nll) if s.compile and not graphs else summed_nll
         autocast = self._autocast(device)
+        self._graphed = self._graphed_step(model, optimizer, device) if graphs else None
         n_params = model.num_parameters()
         flops_token = flops_per_token(self.model_config, int(self.tokens_per_sequence), n_params)
         peak = measure_peak_flops(device)
@@ -244,7 +250,7 @@ class TrainJob:
         write_csv(self.run_dir / "timing.csv", timing)  # wall-clock numbers live apart from the science
         write_json(self.run_dir / "timing.json", {"peak_flops_measured": peak, "device": str(device),
                                                   "gemm": gemm.value, "gemm_choice": gemm.record(),
-                                                  "cuda_graphs": self._static_shapes,
+                                                  "cuda_graphs": self._graphed is not None,
                                                   "seconds": float(timing["seconds"].sum()) if len(timing) else 0.0,
                                                   "mean_mfu": float(timing["mfu"].mean()) if len(timing) else 0.0})
         rows, best = eval_rows(self.run_dir / "model.pt", self.eval_sets["val"]), int(metrics["val_ce"].idxmin())

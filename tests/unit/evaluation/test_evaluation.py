@@ -41,6 +41,17 @@ def test_row_losses_split_the_eos_term_and_match_a_direct_computation(store_and_
         assert row.nll_eos == pytest.approx(float(nll[-1]), rel=1e-6) and row.tokens == len(ids) - 1
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="torch sees no CUDA device")
+def test_row_losses_on_cuda_are_the_cpu_ones(store_and_model, tmp_path):
+    """The evaluate stage runs where the model is (activations.device): the same rows on CUDA, to fp32 rounding."""
+    token_dir, model = store_and_model
+    sequences, _ = encode_file(write_raw(tmp_path / "raw") / "question.train", read_store_meta(token_dir)["tokenizer"])
+    on_cpu = row_losses(model, sequences, pad_id=0)
+    on_cuda = row_losses(model.to("cuda"), sequences, pad_id=0)
+    pd.testing.assert_frame_equal(on_cuda, on_cpu, rtol=1e-5)
+
+
 def test_ce_without_eos_drops_one_token_and_its_loss_per_row() -> None:
     losses = {"nll": np.array([4.0, 7.0, 3.0]), "nll_eos": np.array([1.0, 0.5, 0.2]), "tokens": np.array([4, 6, 3])}
     summary = summarise_losses(pd.DataFrame(losses))
