@@ -15,6 +15,7 @@
 #   the default's L4 step eager, compiled and in CUDA graphs (benchmarks/gpu_check.py);
 #   stacked replicas (K = 1, 4, 16) against K single runs, where the project has a stacked trainer.
 # --dry-run: the same path on the CPU with tiny shapes and a few steps, no wheels, no main run (seconds).
+# PARTS="tests knn main l4 gpt2-eager gpt2-compile stacked" (the default: all) runs only the parts it names.
 set -u
 NANOGPT="" WHEELS=.whl OUT=${OUT:-/tmp/gpu-check} DRY=0 BUDGET=${BUDGET:-530}
 while [ $# -gt 0 ]; do
@@ -32,6 +33,7 @@ RESULTS=$OUT/results.jsonl LOG=$OUT/gpu_check.log
 exec > >(tee -a "$LOG") 2>&1
 export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH}
 say() { echo "== t=${SECONDS}s $*"; }
+want() { [ -z "${PARTS:-}" ] || [[ " $PARTS " == *" $1 "* ]]; }
 left() { echo $((BUDGET - SECONDS)); }
 # part CAP NAME COMMAND...: run under `timeout` with at most CAP seconds and what the budget leaves
 part() {
@@ -58,18 +60,20 @@ if [ $DRY = 0 ]; then
   python3 -c "import sys, torch; print(sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda)"
 fi
 
-if [ $DRY = 0 ]; then  # the tests a CPU skips: the torch k-NN engine and the training step on CUDA
+if [ $DRY = 0 ] && want tests; then  # the tests a CPU skips: the torch k-NN engine and the training step on CUDA
   part 60 "pytest -m gpu" python3 -m pytest -q -p no:cacheprovider -rs -m gpu tests/unit/knn tests/unit/train tests/unit/evaluation
 fi
 
-if [ -f benchmarks/gpu_knn_check.py ]; then
+if ! want knn; then
+  echo "skip k-NN check: not in PARTS"
+elif [ -f benchmarks/gpu_knn_check.py ]; then
   part 90 "k-NN check" python3 benchmarks/gpu_knn_check.py --out "$OUT" $([ $DRY = 1 ] && echo --dry-run)
 else
   echo "skip k-NN check: benchmarks/gpu_knn_check.py is not in this checkout"
 fi
 
-if [ $DRY = 1 ]; then
-  echo "skip main run: dry run"
+if [ $DRY = 1 ] || ! want main; then
+  echo "skip main run: dry run or not in PARTS"
 else
   rm -rf /tmp/gpu-check-main && mkdir -p /tmp/gpu-check-main /tmp/gpu-check-bin
   tar --exclude=./results --exclude=./.whl --exclude=./.gl --exclude=./.git --exclude=./.snakemake -cf - . \
@@ -101,11 +105,14 @@ CHECK="python3 benchmarks/gpu_check.py arm --out $RESULTS ${NANOGPT:+--nanogpt $
 if [ $DRY = 1 ]; then  # one process: the arms' code paths, tiny, on the CPU
   part 300 "arms (dry run)" $CHECK --dry-run gpt2-nanogpt-eager l4-graphs  # gpt2-project-* is this path at other shapes
 else
-  for arm in gpt2-nanogpt-eager gpt2-project-eager l4-eager l4-graphs l4-compile; do part 60 "$arm" $CHECK $arm; done
-  for arm in gpt2-nanogpt-compile gpt2-project-compile; do part 100 "$arm" $CHECK $arm; done
+  if want l4; then for arm in l4-eager l4-graphs l4-compile; do part 60 "$arm" $CHECK $arm; done; fi
+  if want gpt2-compile; then for arm in gpt2-nanogpt-compile gpt2-project-compile; do part 100 "$arm" $CHECK $arm; done; fi
+  if want gpt2-eager; then for arm in gpt2-nanogpt-eager gpt2-project-eager; do part 60 "$arm" $CHECK $arm; done; fi
 fi
 
-if python3 -c "import importlib.util as u, sys; sys.exit(u.find_spec('assocmem.train.stacked') is None)" 2>/dev/null \
+if ! want stacked; then
+  echo "skip stacked replicas: not in PARTS"
+elif python3 -c "import importlib.util as u, sys; sys.exit(u.find_spec('assocmem.train.stacked') is None)" 2>/dev/null \
    && [ -f benchmarks/bench_stacked.py ]; then
   part 90 "stacked replicas" python3 benchmarks/bench_stacked.py --replicas 1,4,16 $([ $DRY = 1 ] && echo --dry-run || echo --shapes G3,G5)
 else

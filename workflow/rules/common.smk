@@ -224,6 +224,8 @@ NEIGHBOUR_THREADS = share_of_cores(
 EVALUATE_THREADS = share_of_cores(
     local_cores(), sum(len(evaluated_runs(EXPS[exp])) for exp in EXPS), THREADS
 )
+# the report runs alone, last: its figures are written by up to this many forked processes
+REPORT_THREADS = share_of_cores(local_cores(), 1, THREADS)
 
 
 # ------------------------------------------------------------------ params: exactly the keys that change an output

@@ -22,7 +22,7 @@ rule report:
         bench_path("report")
     conda:
         "../envs/assocmem.yaml"
-    threads: 1
+    threads: REPORT_THREADS
     resources:
         mem_mb=4000,
         runtime=30,
@@ -41,5 +41,5 @@ rule report:
     message:
         "report (log: {log})"
     shell:
-        "python -m assocmem report --params {params.spec:q} --results-dir {params.results_dir:q}"
+        "python -m assocmem report --threads {threads} --params {params.spec:q} --results-dir {params.results_dir:q}"
         " --out-dir {params.out_dir:q} {params.io} > {log:q} 2>&1"

@@ -20,6 +20,7 @@ from assocmem.report import claims, figures
 from assocmem.report.artifacts import Experiment, Run
 from assocmem.report.columns import human_label
 from assocmem.report.evidence import Evidence
+from assocmem.report.figure_writer import parallel_figures
 from assocmem.report.header import config_files_of_the_run, run_header
 from assocmem.report.memorisation import memorisation_section
 from assocmem.report.render import (
@@ -329,10 +330,12 @@ def _build_report(params: dict[str, Any], results_dir: Path, out_dir: Path) -> l
     config, report_cfg = params["config"], params["report"]
     fig_dir = out_dir / "figures"
     fig_dir.mkdir(parents=True, exist_ok=True)
-    evidence = Evidence.load(results_dir, config, report_cfg, fig_dir)
-    checks = [claim.row(evidence) for claim in claims.all_claims()]
-    sections = [section for exp in evidence.experiments for section in experiment_sections(exp, evidence, fig_dir)]
-    sections += theory_sections(checks, fig_dir)
+    with parallel_figures(int(params.get("threads", 1))):  # the figures' files are complete after the block
+        evidence = Evidence.load(results_dir, config, report_cfg, fig_dir)
+        checks = [claim.row(evidence) for claim in claims.all_claims()]
+        sections = [section for exp in evidence.experiments
+                    for section in experiment_sections(exp, evidence, fig_dir)]
+        sections += theory_sections(checks, fig_dir)
     # the workflow lists the current jobs' benchmark names (report.smk); a report built outside it lists none
     sections.append(provenance_section(config, evidence.experiments, Path(results_dir), params.get("benchmarks", [])))
     title = report_cfg["title"]

@@ -46,6 +46,7 @@ from matplotlib.legend import Legend  # noqa: E402
 from matplotlib.ticker import Formatter, FuncFormatter, MaxNLocator, NullLocator  # noqa: E402
 
 from assocmem.io import atomic_path  # noqa: E402
+from assocmem.report.figure_writer import write_figure  # noqa: E402
 
 # Okabe & Ito, "Color Universal Design" (2008).
 OKABE_ITO = {"black": "#000000", "orange": "#E69F00", "sky blue": "#56B4E9", "bluish green": "#009E73",
@@ -249,17 +250,21 @@ def shared_range(values: Sequence[float], *, pad: float = 0.03, include_zero: bo
 
 
 def save_figure(fig: Figure, out_dir: Path, name: str) -> list[Path]:
-    """Write ``name``.png and ``name``.pdf atomically (plain log ticks applied first) and close the figure."""
+    """Write ``name``.png and ``name``.pdf atomically (plain log ticks applied first) and close the figure; inside
+    :func:`assocmem.report.figure_writer.parallel_figures` a forked process writes them."""
     for ax in fig.axes:
         plain_log_ticks(ax)
-    paths = []
-    with plt.rc_context(RC_PARAMS):  # ticks and grid lines are created at draw time, from the rcParams then
-        for ext in ("png", "pdf"):
-            dest = Path(out_dir) / f"{name}.{ext}"
-            with atomic_path(dest) as tmp:
-                # no creation date in the PDF: the same data give byte-identical figures
-                metadata = {"CreationDate": None} if ext == "pdf" else None
-                fig.savefig(tmp, format=ext, dpi=PNG_DPI, bbox_inches="tight", pad_inches=0.05, metadata=metadata)
-            paths.append(dest)
+    paths = [Path(out_dir) / f"{name}.{ext}" for ext in ("png", "pdf")]
+
+    def write() -> None:
+        with plt.rc_context(RC_PARAMS):  # ticks and grid lines are created at draw time, from the rcParams then
+            for dest in paths:
+                with atomic_path(dest) as tmp:
+                    # no creation date in the PDF: the same data give byte-identical figures
+                    metadata = {"CreationDate": None} if dest.suffix == ".pdf" else None
+                    fig.savefig(tmp, format=dest.suffix[1:], dpi=PNG_DPI, bbox_inches="tight", pad_inches=0.05,
+                                metadata=metadata)
+
+    write_figure(name, write)
     plt.close(fig)
     return paths
