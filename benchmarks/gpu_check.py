@@ -162,6 +162,14 @@ def run_arm(arm: str, nanogpt: str | None, dry_run: bool) -> dict:
             "wall_s": time.perf_counter() - start}
 
 
+def base_of(arm: str) -> str | None:
+    """The arm an arm's ratio is taken against: nanoGPT in the same mode for the project's GPT-2 arms, the eager
+    step for the L4 arms; nanoGPT's own arms have none."""
+    if arm.startswith("gpt2-project"):
+        return arm.replace("project", "nanogpt")
+    return "l4-eager" if arm.startswith("l4-") else None
+
+
 def table(rows: list[dict]) -> str:
     """One line per arm; the ratios compare the project to nanoGPT in the same mode, and the L4 arms to eager."""
     by_arm = {row["arm"]: row for row in rows if "arm" in row}
@@ -173,7 +181,7 @@ def table(rows: list[dict]) -> str:
         if "skipped" in row:
             lines.append(f"{arm:<24} {'-':>12} {'-':>9} {'-':>6} {'-':>6}  skipped: {row['skipped']}")
             continue
-        base = by_arm.get(arm.replace("project", "nanogpt") if "project" in arm else "l4-eager")
+        base = by_arm.get(base_of(arm) or "")
         ratio = row["tokens_per_s"] / base["tokens_per_s"] if base and "tokens_per_s" in base else float("nan")
         note = f"{row['device']}, loss {row['loss']:.3f}" + (", CUDA graphs" if row.get("cuda_graphs") else "")
         lines.append(f"{arm:<24} {row['tokens_per_s']:>12,.0f} {row['ms_per_step']:>9.2f} {row['mfu']:>6.1%} "

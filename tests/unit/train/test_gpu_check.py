@@ -36,3 +36,21 @@ def test_the_gpu_check_lists_the_main_runs_jobs_longest_first(tmp_path) -> None:
     assert lines[1].split() == ["61.5", "812", "qf/train_L4"]
     assert lines[2].split() == ["30.2", "120", "report"]
     assert "no Snakemake benchmark files" in job_times(tmp_path / "absent")
+
+
+def test_each_arms_ratio_is_against_its_own_base() -> None:
+    """The project's GPT-2 arms against nanoGPT in the same mode, the L4 arms against the eager step; nanoGPT's own
+    arms get no ratio (the first GPU run's table printed nanoGPT against the L4 step)."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from gpu_check import table
+
+    def row(arm: str, tokens: float) -> dict:
+        return {"arm": arm, "tokens_per_s": tokens, "ms_per_step": 1.0, "mfu": 0.5, "device": "d", "loss": 1.0}
+
+    rows = [row("gpt2-project-compile", 450.0), row("gpt2-nanogpt-compile", 500.0), row("l4-eager", 100.0),
+            row("l4-graphs", 800.0)]
+    ratios = {line.split()[0]: line.split()[4] for line in table(rows).splitlines()[1:]}
+    assert ratios == {"gpt2-project-compile": "0.90", "gpt2-nanogpt-compile": "nan", "l4-eager": "1.00",
+                      "l4-graphs": "8.00"}
