@@ -206,8 +206,9 @@ def local_cores():
 
 
 def priority_of_run(w):
-    """Priority of a run's train, activations, neighbours and evaluate jobs (assocmem.runtime.run_priority): the
-    costliest training and its chain start first; a pretrained model's jobs have none.
+    """Priority of a run's train, activations and neighbours jobs (assocmem.runtime.run_priority): the costliest
+    training and its chain start first; a pretrained model's jobs have none, nor evaluate, a leaf only the report
+    waits for.
     """
     fractions = subsets_of(w.exp)
     if w.subset not in fractions:

@@ -14,7 +14,6 @@ rule evaluate:
         bench_path("{exp}/evaluate_{model}_{subset}")
     wildcard_constraints:
         subset=r"pct[0-9.]+",
-    priority: priority_of_run
     conda:
         "../envs/assocmem.yaml"
     threads: EVALUATE_THREADS
