@@ -70,7 +70,7 @@ def share_of_cores(cores: int | None, jobs: int, floor: int = 1) -> int:
 
 
 def run_priority(model: dict[str, Any], train: dict[str, Any], fraction: float) -> float:
-    """Snakemake priority of one trained run's jobs (train, its activations, neighbours and evaluation): the
+    """Snakemake priority of one trained run's chain of jobs (train, its activations and neighbours): the
     logarithm of its training's expected cost, steps x batch x the multiply-adds of its blocks, plus a tenth of its
     subset fraction (at equal cost a larger subset trains longer: small ones over-fit and stop early). Among the jobs
     ready to start, Snakemake starts the higher priority first, so the longest chain of the DAG starts at once
