@@ -3,11 +3,11 @@ captured once and replayed, so a small model's step costs its kernels' time rath
 (issue 41: the default's L4 step took 7.8 ms eager and 4.2 ms with only the model in graphs on an H200).
 
 A replay reads static buffers. Each step's batch is copied into fixed-shape inputs and targets (padded with unscored
-targets to the source's widest batch: :func:`static_shape`), the learning rate and the loss scale (world / scored
-targets) into device scalars, and the step's summed loss is written to a device scalar. The first steps run the same
-code without a graph (CUDA needs them before a capture: cuBLAS workspaces, AdamW's state); they are training steps
-like any other. Off CUDA nothing is captured and every step runs that code eagerly, which is what the CPU tests
-check against the eager step of :class:`~assocmem.train.loop.TrainJob`."""
+targets to the source's widest batch: :func:`static_shape`), the learning rate and the loss scale (1 / scored
+targets; one process, no DDP) into device scalars, and the step's summed loss is written to a device scalar. The
+first steps run the same code without a graph (CUDA needs them before a capture: cuBLAS workspaces, AdamW's state);
+they are training steps like any other. Off CUDA nothing is captured and every step runs that code eagerly, which
+is what the CPU tests check against the eager step of :class:`~assocmem.train.loop.TrainJob`."""
 
 from __future__ import annotations
 
@@ -28,15 +28,15 @@ WARMUP_STEPS = 3  # eager steps on a side stream before the capture, as torch.cu
 
 
 class GraphedStep:
-    """The optimizer step over static buffers of ``shape`` = (rows, width), captured in a CUDA graph on CUDA.
-
-    ``rows`` is the batch rounded up to whole micro-batches. The optimizer's groups get a device tensor for their
-    learning rate and ``capturable`` (its step counters live on the device already: AdamW is fused)."""
+    """The optimizer step over static buffers of (rows, ``width``) tokens, captured in a CUDA graph on CUDA; rows
+    are the batch rounded up to whole micro-batches. The optimizer's groups get a device tensor for their learning
+    rate and ``capturable`` (its step counters live on the device already: AdamW is fused)."""
 
     def __init__(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, settings: TrainSettings,
-                 shape: tuple[int, int], device: torch.device, autocast: Callable[[], Any]) -> None:
+                 width: int, device: torch.device, autocast: Callable[[], Any]) -> None:
         self.model, self.optimizer, self.settings, self.autocast = model, optimizer, settings, autocast
         self.micro_rows = settings.micro_batch_size or settings.batch_size
+        shape = (-(-settings.batch_size // self.micro_rows) * self.micro_rows, width)
         self.inputs = torch.zeros(shape, dtype=torch.long, device=device)
         self.targets = torch.full(shape, IGNORE, dtype=torch.long, device=device)
         self.scale = torch.ones((), dtype=torch.float32, device=device)

@@ -101,10 +101,8 @@ class TrainJob:
         """The step in one CUDA graph (:mod:`assocmem.train.graphed`), over the source's widest batch."""
         if self.settings.compile:
             log.info("train.cuda_graphs: the graphed step runs the model as it is (train.compile is not used)")
-        micro = self.settings.micro_batch_size or self.settings.batch_size
-        rows = -(-self.settings.batch_size // micro) * micro
         width = static_width(self.train_batches, self.model_config.max_len)
-        return GraphedStep(model, optimizer, self.settings, (rows, width), device, self._autocast(device, cache=False))
+        return GraphedStep(model, optimizer, self.settings, width, device, self._autocast(device, cache=False))
 
     def _train_step(self, model, optimizer, step: int, device, autocast) -> tuple[torch.Tensor, int]:
         """One optimizer step; returns the step's summed loss, on the device (read at an evaluation or a
