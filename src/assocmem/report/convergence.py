@@ -167,6 +167,18 @@ def capped_fall(remaining_fall: float | None, cap: float) -> float:
     return cap if remaining_fall is None or not np.isfinite(remaining_fall) else min(remaining_fall, cap)
 
 
+def reaches_the_floor(usable: bool, status: str, remaining_fall: float | None, margin: float | None,
+                      cap: float) -> bool:
+    """Rule 4 counts the run: its trend did not (``usable`` false), it is not over-fitted, and the floor caps its
+    remaining fall (``cap``, :func:`floor_cap`) within the margin."""
+    return (not usable and status != OVER_FITTED and margin is not None and np.isfinite(cap)
+            and capped_fall(remaining_fall, cap) <= margin)
+
+
+def at_the_floor_status(cap: float) -> str:
+    return f"at the floor: can fall at most {cap:.4f} nats, within the margin"
+
+
 def claim_margin(floor: float | None) -> float:
     """The resolution asked of a run: half the distance from an exact floor below 1 to 1, else DEFAULT_MARGIN."""
     return (1.0 - floor) / 2 if floor is not None and floor < 1 else DEFAULT_MARGIN

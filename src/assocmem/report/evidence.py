@@ -37,6 +37,13 @@ def margin_of(exp: Experiment) -> float:
     return convergence.claim_margin(exp.floor["train"]["floor_nats_per_token"] if exp.floor else None)
 
 
+def floors(exp: Experiment) -> tuple[float, float]:
+    """(exact entropy floor of the training data, the floor of a model that memorised the training pool)."""
+    train_floor = exp.floor["train"]
+    floor = float(train_floor["floor_nats_per_token"])
+    return floor, floor - float(train_floor.get("exclusion_bound_nats_per_token", 0.0))
+
+
 @dataclass
 class Evidence:
     """The loaded artifacts of every experiment and what the report derives from them cheaply."""

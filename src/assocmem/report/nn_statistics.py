@@ -70,6 +70,14 @@ def _groups(frame: pd.DataFrame) -> tuple[np.ndarray, list[tuple[np.ndarray, np.
     return np.array([float(g["n_patterns"].iloc[0]) for _, g in by_fraction]), groups, queries.size
 
 
+def level_at_largest(frame: pd.DataFrame, statistic: str = "mean") -> tuple[float, float]:
+    """(largest sample size, the statistic there): :func:`nn_trend`'s ``largest`` and ``level`` without its
+    bootstrap, for a set whose interval is not reported."""
+    require_columns(frame, ["fraction", "n_patterns", "distance"], "nn level frame")
+    last = frame[frame["fraction"] == frame["fraction"].max()]
+    return float(last["n_patterns"].iloc[0]), statistic_of(last["distance"].to_numpy(np.float64), statistic)
+
+
 def nn_trend(frame: pd.DataFrame, statistic: str = "mean", target: float | None = None, n_boot: int = N_BOOT,
              seed: int = 0) -> dict[str, Any]:
     """Power-law trend of one set's NN-distance statistic against the sample size, and its level at the largest

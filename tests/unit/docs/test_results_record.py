@@ -77,6 +77,18 @@ def test_results_md_quotes_the_recorded_default_run() -> None:
     assert f"{minutes} min {seconds:02d} s" in section and f"{rec['max_rss_gb']:.2f} GB" in section
 
 
+def test_the_zen4_record_has_the_records_verdicts_and_results_md_quotes_it() -> None:
+    """Issue 40, item 5: the default run on a 2-core AMD EPYC Zen 4 host, its wall time and memory quoted, its
+    verdicts those of the main record (the numbers may differ: another host's libraries round differently)."""
+    zen4, main_record = _load("default_zen4.json"), _load("default.json")
+    assert zen4["verdicts"] == main_record["verdicts"]
+    assert zen4["command"] == main_record["command"] == "snakemake --cores all"
+    section = _section("The default run")
+    minutes, seconds = divmod(round(zen4["wall_s"]), 60)
+    assert f"{minutes} min {seconds:02d} s" in section and f"{zen4['max_rss_gb']:.2f} GB" in section
+    assert zen4["commit"] in section and zen4["date"] in section and "family 25 model 17" in section
+
+
 def test_readme_example_lines_are_recorded_stage_lines() -> None:
     rec = _load("default.json")
     readme = (ROOT / "README.md").read_text()

@@ -17,7 +17,7 @@ from assocmem.report.claims.loss import loss_floor, overfit
 from assocmem.report.claims.partition import eq12, lemma5, prop4
 from assocmem.report.claims.radius import PAPER_RATIO, radius
 from assocmem.report.claims.scaling import scaling, scaling_sweep
-from assocmem.report.nn_statistics import nn_trend
+from assocmem.report.nn_statistics import level_at_largest, nn_trend
 from assocmem.report.sweep import parametric_paragraphs, power_table
 from assocmem.sweep.boundary import BUDGET_TRUTH
 
@@ -221,6 +221,14 @@ def test_nn_trend_bootstrap_covers_the_truth_and_handles_zeros() -> None:
     assert trend["largest"] == 4000 and trend["level_lo"] <= at_sample <= trend["level_hi"]
     zeros = frame.assign(distance=0.0)
     assert np.isnan(nn_trend(zeros, "mean")["slope"])
+
+
+@pytest.mark.parametrize("statistic", ["mean", "median"])
+def test_the_level_without_a_bootstrap_is_the_trends_level(statistic: str) -> None:
+    """The sets reported beside the primary one quote only the level at the largest sample; it is nn_trend's."""
+    frame = _nn_queries(lambda m: 10.0 * m ** -0.5, seed=3)
+    trend = nn_trend(frame, statistic, n_boot=20, seed=0)
+    assert level_at_largest(frame.sample(frac=1.0, random_state=0), statistic) == (trend["largest"], trend["level"])
 
 
 def test_prop4_refuted_with_finite_json() -> None:
@@ -568,7 +576,8 @@ def test_the_plateau_table_sets_each_run_against_its_own_floor_and_1() -> None:
         return SimpleNamespace(name=name, floor={"train": {"floor_nats_per_token": floor, "variant": variant}},
                                trained_runs=runs)
 
-    evidence = SimpleNamespace(status=lambda run: SimpleNamespace(status="converged"))
+    evidence = SimpleNamespace(status=lambda run: SimpleNamespace(status="converged", usable=True, margin=0.004,
+                                                                  remaining_fall=0.0))
     exps = [experiment("h10", 0.9917, None, {"pct100": 0.9931, "pct1": 1.9}),
             experiment("h05", 0.5179, {"synonyms": 1, "output_copies": 3}, {"pct100": 0.5200})]
     table, numbers, sentence = plateau_table(evidence, exps, lambda run: {"test_ce": run.ce, "test_ce_se": 0.0002})
@@ -578,3 +587,29 @@ def test_the_plateau_table_sets_each_run_against_its_own_floor_and_1() -> None:
     assert "output written 3 time(s)" in table["rows"][1][0] and "h05 L2/pct100" in sentence
     assert not ascii_math(sentence)
     assert plateau_table(evidence, exps[:1], lambda run: {"test_ce": run.ce, "test_ce_se": 0.0002})[2] == ""
+
+
+def test_the_plateau_table_gives_the_status_the_loss_floor_verdict_counts() -> None:
+    """A full-data run still falling by its trend but within the margin of its data's floor counts for the
+    loss-floor verdict (rule 4); the plateau table of the same check says so instead of 'not converged' (on a Zen 4
+    default run both tables of the check disagreed about the same two runs)."""
+    from types import SimpleNamespace
+
+    from assocmem.report.claims.plateaus import plateau_table
+
+    def falling(margin: float) -> SimpleNamespace:
+        return SimpleNamespace(status="not converged", usable=False, margin=margin, remaining_fall=0.05)
+
+    run = SimpleNamespace(label="L4/pct100", fraction=1.0)
+    exp = SimpleNamespace(name="qf", floor={"train": {"floor_nats_per_token": 0.9917}}, trained_runs=[run])
+    level = {"test_ce": 0.9934, "test_ce_se": 0.0002}  # upper bound 0.99379: at most 0.0021 above the floor
+
+    def status(margin: float) -> str:
+        table = plateau_table(SimpleNamespace(status=lambda _: falling(margin)), [exp], lambda _: level)[0]
+        return table["rows"][0][-1]
+
+    assert status(0.0041) == "at the floor: can fall at most 0.0021 nats, within the margin"
+    assert status(0.0010) == "not converged"  # the cap exceeds a finer margin: the trend decides
+    over = SimpleNamespace(status="over-fitted", usable=False, margin=0.0041, remaining_fall=None)
+    assert plateau_table(SimpleNamespace(status=lambda _: over), [exp], lambda _: level)[0]["rows"][0][-1] \
+        == "over-fitted"

@@ -13,7 +13,7 @@ from assocmem.report.artifacts import Experiment, Run
 from assocmem.report.claims.base import check_row, listing, require_columns, usable_rows
 from assocmem.report.claims.plateaus import plateau_table
 from assocmem.report.claims.registry import Claim, Untestable, register
-from assocmem.report.evidence import Evidence, margin_of, run_key
+from assocmem.report.evidence import Evidence, floors, margin_of, run_key
 from assocmem.sweep import laws
 
 # ---------------------------------------------------------------- data claims
@@ -148,11 +148,12 @@ def _at_the_floor(frame: pd.DataFrame, floor_low: float, z: float) -> pd.DataFra
         capped.append(convergence.capped_fall(row.remaining_fall, cap) if np.isfinite(cap) else np.nan)
     frame["floor_cap"], frame["capped_fall"] = caps, capped
     status = frame["status"] if "status" in frame.columns else pd.Series("", index=frame.index)
-    reached = (~frame["usable"].astype(bool) & (status != convergence.OVER_FITTED)
-               & (frame["capped_fall"] <= frame["margin"]))
+    reached = pd.Series([convergence.reaches_the_floor(bool(row.usable), state, row.remaining_fall,
+                                                       None if pd.isna(row.margin) else row.margin, cap)
+                         for row, state, cap in zip(frame.itertuples(), status, caps, strict=True)],
+                        index=frame.index, dtype=bool)
     frame.loc[reached, "usable"] = True
-    frame.loc[reached, "status"] = [f"at the floor: can fall at most {cap:.4f} nats, within the margin"
-                                    for cap in frame.loc[reached, "floor_cap"]]
+    frame.loc[reached, "status"] = [convergence.at_the_floor_status(cap) for cap in frame.loc[reached, "floor_cap"]]
     return frame
 
 
@@ -373,13 +374,6 @@ def sweep_floor_runs(experiments: list[Experiment], sweeps: dict[str, dict[str, 
     return pd.DataFrame(rows)
 
 
-def _floors(exp: Experiment) -> tuple[float, float]:
-    """(exact entropy floor of the training data, the floor of a model that memorised the training pool)."""
-    train_floor = exp.floor["train"]
-    floor = float(train_floor["floor_nats_per_token"])
-    return floor, floor - float(train_floor.get("exclusion_bound_nats_per_token", 0.0))
-
-
 # ---------------------------------------------------------------- registry
 
 _NO_FLOOR_LIMITS = ("Only Question-Formation data has an exact entropy floor in this pipeline; natural-text "
@@ -399,9 +393,9 @@ def _loss_floor_row(evidence: Evidence) -> dict[str, Any] | Untestable:
     with_floor = evidence.with_floor()
     if not with_floor:
         return NO_FLOOR
-    floor, floor_low = _floors(with_floor[0])
+    floor, floor_low = floors(with_floor[0])
     every_dataset = with_floor
-    with_floor = [exp for exp in with_floor if _floors(exp) == (floor, floor_low)]  # the first dataset's runs
+    with_floor = [exp for exp in with_floor if floors(exp) == (floor, floor_low)]  # the first dataset's runs
     sweep = next((evidence.sweeps[e.name] for e in with_floor if e.name in evidence.sweeps), None)
     # E fitted on the runs that met their early-stopping rule only: a verdict rests on converged runs
     converged_fit = sweep["parametric_converged"] if sweep else None
@@ -438,7 +432,7 @@ def _overfit_row(evidence: Evidence) -> dict[str, Any] | Untestable:
     trained = [run for exp in with_floor for run in exp.trained_runs]
     if not trained:
         return SWEEP_ONLY
-    return overfit(overfit_inputs(evidence, trained), _floors(with_floor[0])[0])
+    return overfit(overfit_inputs(evidence, trained), floors(with_floor[0])[0])
 
 
 register(Claim(

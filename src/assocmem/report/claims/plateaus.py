@@ -5,10 +5,12 @@ verdict: a plateau that follows H from dataset to dataset is the data's entropy,
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
+from assocmem.report import convergence
 from assocmem.report.artifacts import Experiment, Run
-from assocmem.report.evidence import Evidence
+from assocmem.report.evidence import Evidence, floors
 
 HEADER = ["dataset", "run", "exact floor H", "best CE ± SE", "CE − H", "CE − 1", "status"]
 Z = 1.96
@@ -20,6 +22,18 @@ def _dataset(exp: Experiment) -> str:
         return f"{exp.name} (the grammar's data)"
     return (f"{exp.name} ({variant['synonyms']} spelling(s) per word, output written {variant['output_copies']} "
             "time(s))")
+
+
+def _status(evidence: Evidence, exp: Experiment, run: Run, ce: float, se: float) -> str:
+    """The run's status as the loss-floor verdict counts it: its convergence status, or at its data's floor (rule 4
+    of :mod:`assocmem.report.convergence`, against the floor of a model that memorised the training pool)."""
+    status = evidence.status(run)
+    if not math.isfinite(se) or status.margin is None:
+        return status.status
+    cap = convergence.floor_cap(ce, se, floors(exp)[1], Z)
+    if convergence.reaches_the_floor(status.usable, status.status, status.remaining_fall, status.margin, cap):
+        return convergence.at_the_floor_status(cap)
+    return status.status
 
 
 def plateau_table(evidence: Evidence, experiments: list[Experiment],
@@ -34,7 +48,7 @@ def plateau_table(evidence: Evidence, experiments: list[Experiment],
         for run in runs:
             measured = level(run)
             ce, se = float(measured["test_ce"]), float(measured.get("test_ce_se", float("nan")))
-            status = evidence.status(run).status
+            status = _status(evidence, exp, run, ce, se)
             key = f"{exp.name}:{run.label}"
             numbers.update({f"{key}.floor": floor, f"{key}.ce": ce, f"{key}.ce_se": se,
                             f"{key}.ce_minus_floor": ce - floor, f"{key}.ce_minus_one": ce - 1})

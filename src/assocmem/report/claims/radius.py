@@ -47,7 +47,14 @@ from assocmem.report.artifacts import Run
 from assocmem.report.claims.base import check_row, listing, require_columns
 from assocmem.report.claims.registry import Claim, Untestable, register
 from assocmem.report.evidence import Evidence
-from assocmem.report.nn_statistics import CONFIDENCE, N_BOOT, nn_trend, replicate_interval, width_growth
+from assocmem.report.nn_statistics import (
+    CONFIDENCE,
+    N_BOOT,
+    level_at_largest,
+    nn_trend,
+    replicate_interval,
+    width_growth,
+)
 from assocmem.report.quotes import PAPER_SAMPLE_SIZE
 from assocmem.report.radius_figure import radius_trend
 from assocmem.theory import radius as ra
@@ -294,7 +301,7 @@ def radius(nn_queries: pd.DataFrame, runs: pd.DataFrame, layer_scale: pd.DataFra
         numbers.update({f"{run}.{k}": info[k] for k in ("rms_norm", "gain_free_rms_norm", "gain_rms", "zero_share",
                                                         "n_chunks", "n_distinct") if k in info and pd.notna(info[k])})
         frames[run] = nn_queries[nn_queries["run"] == run]
-        numbers.update(_reported_sets(run, frames[run], n_dim, n_boot, seed))
+        numbers.update(_reported_sets(run, frames[run], n_dim))
         if not info["usable"]:
             excluded.append(f"{run} ({info['status']})")
     usable = runs[runs["usable"].astype(bool)]
@@ -312,15 +319,14 @@ def radius(nn_queries: pd.DataFrame, runs: pd.DataFrame, layer_scale: pd.DataFra
     return _radius_check(verdict, numbers, lines, description, excluded, n_boot, tolerance)
 
 
-def _reported_sets(run: str, frame: pd.DataFrame, n_dim: int, n_boot: int, seed: int) -> dict[str, Any]:
+def _reported_sets(run: str, frame: pd.DataFrame, n_dim: int) -> dict[str, Any]:
     """The sets beside the primary one (all chunks; distinct prefixes with the gain): their mean at the largest
     sample and its ratio to 2r*."""
     numbers = {}
     for set_name in sorted(set(frame["set"]) - {primary_set(frame)}):
-        trend = nn_trend(frame[frame["set"] == set_name], "mean", n_boot=n_boot, seed=seed)
-        numbers.update({f"{run}.{set_name}.mean.level": trend["level"], f"{run}.{set_name}.mean.largest":
-                        trend["largest"], f"{run}.{set_name}.mean.ratio_to_2r_star":
-                        trend["level"] / (2 * ra.radius_star(n_dim))})
+        largest, level = level_at_largest(frame[frame["set"] == set_name], "mean")
+        numbers.update({f"{run}.{set_name}.mean.level": level, f"{run}.{set_name}.mean.largest": largest,
+                        f"{run}.{set_name}.mean.ratio_to_2r_star": level / (2 * ra.radius_star(n_dim))})
     return numbers
 
 
