@@ -41,6 +41,26 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     remove_scontrol_stub()
 
+@pytest.fixture(autouse=True)
+def _threads_as_the_worker_started():
+    """Every test starts with the worker's thread settings: a stage called in-process (``assocmem.runtime.
+    set_threads``) sets $OMP_NUM_THREADS, torch's and faiss's threads and kept them for whichever tests ran next in
+    that worker, so a result that depends on the thread count (products round differently) hung on test order."""
+    import torch
+
+    env, torch_threads = os.environ.get("OMP_NUM_THREADS"), torch.get_num_threads()
+    faiss_threads = sys.modules["faiss"].omp_get_max_threads() if "faiss" in sys.modules else None
+    yield
+    if env is None:
+        os.environ.pop("OMP_NUM_THREADS", None)
+    else:
+        os.environ["OMP_NUM_THREADS"] = env
+    if torch.get_num_threads() != torch_threads:
+        torch.set_num_threads(torch_threads)
+    if faiss_threads is not None and "faiss" in sys.modules:
+        sys.modules["faiss"].omp_set_num_threads(faiss_threads)
+
+
 def snakemake(workdir: Path, *args: str, config: Path | None = None, check: bool = True,
               timeout: int = 900, snakefile: Path | None = None) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "snakemake", "-s", str(snakefile or ROOT / "Snakefile"), "--directory", str(workdir),
