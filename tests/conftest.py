@@ -20,26 +20,30 @@ NOT_SCIENCE = ("logs/", "benchmarks/", "timing.", ".cache/", "report/index.html"
 
 
 
-def _one_blas_thread_per_worker() -> None:
-    """Under pytest-xdist (one worker per core) numpy's and scipy's OpenBLAS would start a thread per core in every
-    worker: spinning threads on busy cores made a scipy least-squares test 15x slower in CI (206 s against 14 s
-    alone). Limits this process only; the pipeline jobs the tests start set their own threads (Snakemake's
-    per-job thread variables)."""
+def _one_thread_per_worker() -> None:
+    """Under pytest-xdist (one worker per core) numpy's and scipy's OpenBLAS, and torch, would start a thread per
+    core in every worker: spinning threads on busy cores made a scipy least-squares test 15x slower in CI (206 s
+    against 14 s alone) and a torch training test 3x (130 s in one CI run, 43 s in another). Limits this process
+    only; the pipeline jobs the tests start set their own threads (Snakemake's per-job thread variables), and a test
+    that needs more threads sets them (:func:`_threads_as_the_worker_started` puts them back)."""
     import numpy  # noqa: F401 - the libraries must be loaded for threadpoolctl to limit them
     import scipy.linalg  # noqa: F401
+    import torch
     from threadpoolctl import threadpool_limits
 
     threadpool_limits(limits=1, user_api="blas")
+    torch.set_num_threads(1)
 
 
 def pytest_configure(config: pytest.Config) -> None:
     stub_scontrol()  # before any test starts Snakemake (whose SLURM plugin probes scontrol at each start)
     if os.environ.get("PYTEST_XDIST_WORKER"):
-        _one_blas_thread_per_worker()
+        _one_thread_per_worker()
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     remove_scontrol_stub()
+
 
 @pytest.fixture(autouse=True)
 def _threads_as_the_worker_started():
