@@ -51,11 +51,8 @@ def one_thread():
     """Torch's intra-op threads as the default config's jobs train (``threads_per_job: 1``). The products' rounding
     depends on the thread count, and an xdist worker's count on which tests ran in it before (a test that calls
     ``set_threads``): on a 2-core Zen 4 host the noise floor below was 8.2e-4 at one thread, 1.04e-3 at two (the
-    fused run 0.29 and 0.36 of it), so the result hung on test order."""
-    threads = torch.get_num_threads()
+    fused run 0.29 and 0.36 of it), so the result hung on test order. tests/conftest.py puts the count back."""
     torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def test_the_cpu_optimizer_is_fused_and_follows_the_per_tensor_loop(one_thread) -> None:
