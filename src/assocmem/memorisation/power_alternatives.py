@@ -10,10 +10,15 @@ put them:
   between the boundary within half the budget and at the full budget in the record (the next doubling of the
   budget assumed to move it as much as the last). The truth is the capacity b.
 
-Each simulated grid is fitted twice: by the overhead model (:mod:`assocmem.memorisation.boundary_overhead`; its
-b interval read through the profile gap at the truth and at each law) and by the pure power law
-(:mod:`assocmem.memorisation.boundary`). A design decides (``can_decide``) only if the overhead model's interval
-covers the truth in >= 90% of grids under every truth and the wrong law of ``pairs`` is excluded in >= 80%.
+Under every truth the boundary within half the budget lies (δ0, δ1) above the one the grid sees at the full budget,
+as in the record: each run's two outcomes are drawn from one uniform, so a run stored within half is stored.
+
+Each simulated grid is fitted three times: by the overhead model (:mod:`assocmem.memorisation.boundary_overhead`;
+its b interval read through the profile gap at the truth and at each law), by the pure power law
+(:mod:`assocmem.memorisation.boundary`) and, with ``two_budget``, by the two-budget model
+(:mod:`assocmem.memorisation.boundary_budget`, read as the overhead model). A design decides (``can_decide``) only
+if the chosen model's interval covers the truth in >= 90% of grids under every truth and the wrong law of ``pairs``
+is excluded in >= 80%.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from scipy import special
 
 from assocmem.errors import AssocmemError
 from assocmem.memorisation import boundary as mb
+from assocmem.memorisation import boundary_budget as bb
 from assocmem.memorisation import boundary_overhead as bo
 
 FAMILIES = ("pure", "overhead", "budget")
@@ -77,7 +83,7 @@ def truths(runs: pd.DataFrame) -> dict[str, Any]:
             rows.append({"family": family, "law": law, "b": b, "phi": [float(v) for v in phi],
                          "n0": float(np.exp(phi[1])) if family != "pure" else 0.0,
                          "c": float(np.exp(phi[2] - b * data.log_d_ref)), "k": float(np.exp(phi[0])),
-                         "shift": list(shift) if family == "budget" else [0.0, 0.0]})
+                         "shift": list(shift) if family == "budget" else [0.0, 0.0], "half_shift": list(shift)})
     return {"log_d_ref": data.log_d_ref, "budget_shift": list(shift), "rows": rows}
 
 
@@ -87,28 +93,53 @@ def _seen_boundary(truth: dict[str, Any], log_d: np.ndarray, log_d_ref: float) -
     return bo.log_boundary(np.asarray(truth["phi"]), z) + delta0 + delta1 * z
 
 
+def _half_shift(truth: dict[str, Any], log_d: np.ndarray, log_d_ref: float) -> np.ndarray:
+    delta0, delta1 = truth.get("half_shift", (0.0, 0.0))
+    return np.maximum(delta0 + delta1 * (log_d - log_d_ref), 0.0)
+
+
 def simulate(design: pd.DataFrame, truth: dict[str, Any], log_d_ref: float, rng: np.random.Generator
              ) -> pd.DataFrame:
+    """``stored`` (within the budget) and ``stored_at_half_budget`` per run, from one uniform each."""
     log_n, log_d = np.log(design["n_params"].to_numpy(float)), np.log(design["n_facts"].to_numpy(float))
-    p = special.expit(truth["k"] * (log_n - _seen_boundary(truth, log_d, log_d_ref)))
-    return design.assign(stored=rng.random(len(design)) < p)
+    seen = _seen_boundary(truth, log_d, log_d_ref)
+    draw = rng.random(len(design))
+    full = special.expit(truth["k"] * (log_n - seen))
+    half = special.expit(truth["k"] * (log_n - seen - _half_shift(truth, log_d, log_d_ref)))
+    return design.assign(stored=draw < full, stored_at_half_budget=draw < half)
 
 
-def _one_grid(runs: pd.DataFrame, truth: dict[str, Any], log_d_ref: float) -> tuple[np.ndarray, np.ndarray]:
-    """(b̂, covers, excludes per law) for the overhead fit and the pure fit; NaN rows where a fit fails."""
+def _one_grid(runs: pd.DataFrame, truth: dict[str, Any], log_d_ref: float, two_budget: bool = False
+              ) -> tuple[np.ndarray, ...]:
+    """(b̂, covers, excludes per law) for the overhead fit, the pure fit and (``two_budget``) the two-budget fit;
+    NaN rows where a fit fails."""
     laws = list(mb.LAWS.values())
-    overhead = np.full(2 + len(laws), np.nan)
+    failed = np.full(2 + len(laws), np.nan)
     try:
         data = bo.data_of(runs)
     except AssocmemError:
-        return overhead, np.full(2 + len(laws), np.nan)
+        return failed, failed.copy(), failed.copy()
     start = np.asarray(truth["phi"], dtype=float).copy()
     start[2] += truth["b"] * (log_d_ref - data.log_d_ref)  # m at this design's D_ref
     value, phi = bo.maximise(data, [start])
     gap = np.array([bo.gap_b(data, value, b, phi)[0] for b in (truth["b"], *laws)])
+    overhead = _row(phi[3], gap)
+    budget = _two_budget_row(runs, phi, truth["b"], laws) if two_budget else failed.copy()
+    return overhead, _pure_fit_row(runs, truth["b"], np.array(laws)), budget
+
+
+def _row(b_hat: float, gap: np.ndarray) -> np.ndarray:
+    """(b̂, covers, excludes per law) from the gaps at the truth and at each law."""
     gap = gap - min(0.0, float(gap.min()))  # a profile above the fit: the fit had stopped short of its maximum
-    overhead[:] = [phi[3], gap[0] <= bo.THRESHOLD, *(gap[1:] > bo.THRESHOLD)]
-    return overhead, _pure_fit_row(runs, truth["b"], np.array(laws))
+    return np.array([b_hat, gap[0] <= bo.THRESHOLD, *(gap[1:] > bo.THRESHOLD)], dtype=float)
+
+
+def _two_budget_row(runs: pd.DataFrame, phi: np.ndarray, b_true: float, laws: list[float]) -> np.ndarray:
+    try:
+        fit = bb.fit_two_budget(runs, phi)
+    except AssocmemError:
+        return np.full(2 + len(laws), np.nan)
+    return _row(float(fit.theta[bb.B_INDEX]), np.array([fit.gap_at_b(b) for b in (b_true, *laws)]))
 
 
 def _pure_fit_row(runs: pd.DataFrame, b_true: float, laws: np.ndarray) -> np.ndarray:
@@ -131,19 +162,21 @@ def _summary(results: np.ndarray, truth_law: str) -> dict[str, Any]:
 
 
 def design_power(design: pd.DataFrame, truth_set: dict[str, Any], *, n_sim: int, seed: int,
-                 families: tuple[str, ...] = FAMILIES) -> dict[str, Any]:
-    """Per truth (family × law): the overhead and pure fits' coverage, median b̂, failed share and exclusions."""
+                 families: tuple[str, ...] = FAMILIES, two_budget: bool = False) -> dict[str, Any]:
+    """Per truth (family × law): the overhead and pure fits' (and with ``two_budget`` the two-budget fit's)
+    coverage, median b̂, failed share and exclusions."""
     if n_sim < 1:
         raise AssocmemError(f"power against the alternatives: n_sim must be >= 1, got {n_sim}")
     rng = np.random.default_rng(seed)
     rows = []
     for truth in (t for t in truth_set["rows"] if t["family"] in families):
-        results = [_one_grid(simulate(design, truth, truth_set["log_d_ref"], rng), truth, truth_set["log_d_ref"])
-                   for _ in range(n_sim)]
-        overhead, pure = (np.array([r[i] for r in results]) for i in (0, 1))
+        results = [_one_grid(simulate(design, truth, truth_set["log_d_ref"], rng), truth, truth_set["log_d_ref"],
+                             two_budget) for _ in range(n_sim)]
+        overhead, pure, budget = (np.array([r[i] for r in results]) for i in (0, 1, 2))
         rows.append({"family": truth["family"], "law": truth["law"], "b": truth["b"], "n0": truth["n0"],
                      "c": truth["c"], "k": truth["k"], "shift": truth["shift"],
-                     "overhead": _summary(overhead, truth["law"]), "pure": _summary(pure, truth["law"])})
+                     "overhead": _summary(overhead, truth["law"]), "pure": _summary(pure, truth["law"]),
+                     **({"two_budget": _summary(budget, truth["law"])} if two_budget else {})})
     return {"n_sim": n_sim, "seed": seed, "level": bo.LEVEL, "budget_shift": truth_set["budget_shift"],
             "runs": len(design), "rows": rows}
 
