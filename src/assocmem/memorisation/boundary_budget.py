@@ -29,6 +29,7 @@ Parameters θ = (log k, log N0, m, b, Δ_lo, Δ_hi, λ), m = log c + b log D_ref
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -220,3 +221,20 @@ def b_range_over_lambda(fit: BudgetFit) -> tuple[float, float]:
         ends.append(float(theta[B_INDEX]))
     return ends[0], ends[1]
 
+
+
+def two_budget_record(fit: BudgetFit) -> dict[str, Any]:
+    """The fit as JSON-ready numbers: b with its interval over λ in [0, 1], b at each end of λ, the half-to-full
+    budget shift at the grid's smallest and largest D, the gap at each law's b and the interval rule per law."""
+    low, high = fit.b_interval()
+    at_zero, at_one = b_range_over_lambda(fit)
+    d_ends = np.exp(np.array([fit.data.z.min(), fit.data.z.max()]) + fit.data.log_d_ref)
+    return {"model": "capacity N0 + c D^b, seen at the budget λ Δ(D) above it, at half the budget (1 + λ) Δ(D)",
+            "b": float(fit.theta[B_INDEX]), "b_low": low, "b_high": high, "b_at_lambda_0": at_zero,
+            "b_at_lambda_1": at_one, "lambda": float(fit.theta[6]), "k": float(np.exp(fit.theta[0])),
+            "shift": [{"n_facts": float(d), "nats": float(v)} for d, v in zip(d_ends, fit.theta[4:6], strict=True)],
+            "loglik": fit.loglik, "n_runs": int(fit.data.x.size),
+            "runs_stored_within_half": int((fit.data.outcome == 2).sum()),
+            "runs_stored_within_the_budget_only": int((fit.data.outcome == 1).sum()),
+            "gap_at_law": {law: fit.gap_at_b(b) for law, b in mb.LAWS.items()},
+            "law_verdict": {law: not low <= b <= high for law, b in mb.LAWS.items()}}

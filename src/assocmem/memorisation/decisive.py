@@ -122,14 +122,8 @@ def decision(power: dict[str, Any], model: str) -> dict[str, Any]:
 
 
 def record_fit(recorded: pd.DataFrame) -> dict[str, Any]:
-    """The two-budget fit of the recorded runs alone: b, its interval over λ in [0, 1], b at each end of λ."""
-    fit = bb.fit_two_budget(recorded)
-    low, high = fit.b_interval()
-    at_zero, at_one = bb.b_range_over_lambda(fit)
-    return {"b": float(fit.theta[bb.B_INDEX]), "b_low": low, "b_high": high, "b_at_lambda_0": at_zero,
-            "b_at_lambda_1": at_one, "shift_at_smallest_d": float(fit.theta[4]),
-            "shift_at_largest_d": float(fit.theta[5]), "gap_at_law": {law: fit.gap_at_b(b)
-                                                                       for law, b in mb.LAWS.items()}}
+    """The two-budget fit of the recorded runs alone."""
+    return bb.two_budget_record(bb.fit_two_budget(recorded))
 
 
 def _commit() -> str:

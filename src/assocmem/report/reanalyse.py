@@ -32,7 +32,7 @@ from assocmem.report.claims.memorisation import memorisation_verdict
 KEEP = ("threshold", "stop_at_recall", "bits_per_fact", "n_runs", "seeds", "n_params", "n_facts", "n_span", "d_span",
         "n_span_covers_d_squared", "laws", "fit", "can_decide", "power_reason", "overhead_fit", "alternatives",
         "alternatives_can_decide", "alternatives_reason", "alternatives_tell_every_law_apart",
-        "alternatives_every_law_reason", "sensitivity", "per_d")
+        "alternatives_every_law_reason", "sensitivity", "per_d", "two_budget_fit", "two_budget_reason", "primary_model")
 RUN_COLUMNS = ("model", "seed", "label", "subset", "fraction", "n_params", "n_facts", "recall", "steps", "max_steps",
                "stop_rule", "recall_half_budget")
 

@@ -90,7 +90,8 @@ def test_the_analysis_gates_the_verdict_on_both_power_simulations() -> None:
     choices = [row["choice"] for row in analysis["sensitivity"]]
     assert choices[0].endswith("(primary)") and "without the smallest D" in choices
     assert "recall >= 0.95 counts as stored" in choices and "recall >= 0.99 counts as stored" not in choices
-    assert "stored within half the exposure budget" in choices
+    assert "one budget: stored within half the exposure budget" in choices and choices[-1].startswith("pure power law")
+    assert "one budget: the overhead fit to the full-budget outcomes alone" in choices
     assert choices[-1].startswith("pure power law") and analysis["sensitivity"][-1]["b"] == analysis["fit"]["b"]
     overhead = analysis["overhead_fit"]  # the primary since issue 38, with the power against the alternatives
     assert overhead["b_low"] <= overhead["b"] <= overhead["b_high"] and overhead["n0_low"] <= overhead["n0"]

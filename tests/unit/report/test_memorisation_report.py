@@ -100,8 +100,9 @@ def powered(analysis: dict, decide: bool = True, reason: str = "calibrated (set 
 def with_interval(analysis: dict, low: float, high: float) -> dict:
     """The analysis with another 95% interval for b (and the law verdict that goes with it)."""
     changed = copy.deepcopy(analysis)
-    changed["overhead_fit"].update(b_low=low, b_high=high)
-    changed["fit"].update(b_low=low, b_high=high)
+    for fit in ("overhead_fit", "two_budget_fit", "fit"):
+        if changed.get(fit) is not None:
+            changed[fit].update(b_low=low, b_high=high)
     laws = changed["law_verdict"]["laws"]
     for law in laws.values():
         law["included"] = bool(low <= law["b"] <= high)
@@ -187,9 +188,31 @@ def test_power_comes_first(grids) -> None:
 
 def test_an_analysis_written_before_the_overhead_model_keeps_its_rule(grids) -> None:
     """An analysis.json without ``overhead_fit`` (a record from before issue 38) is read by the pure law's rule."""
-    old = {key: value for key, value in grids["b1"].items() if key != "overhead_fit"}
+    old = {key: value for key, value in grids["b1"].items()
+           if key not in ("overhead_fit", "two_budget_fit", "primary_model")}
     assert primary_interval(old) == (old["fit"]["b_low"], old["fit"]["b_high"])
     assert memorisation_verdict(old)[0] == ("refuted" if old["can_decide"] else "not-testable")
+
+
+def test_the_two_budget_fit_is_primary_where_the_runs_record_both_budgets(grids) -> None:
+    """Issue 41: runs with their half-budget outcome are read by the two-budget fit (its interval gates the verdict,
+    the one-budget fit a sensitivity row); an analysis written before it (no ``primary_model``) keeps the overhead
+    fit's interval."""
+    analysis = grids["b2"]
+    two, one = analysis["two_budget_fit"], analysis["overhead_fit"]
+    assert analysis["primary_model"] == "two_budget" and two is not None
+    assert primary_interval(analysis) == (two["b_low"], two["b_high"])
+    for end in ("b_at_lambda_0", "b_at_lambda_1"):
+        assert two["b_low"] <= two[end] <= two["b_high"]
+    assert analysis["sensitivity"][0]["low"] == two["b_low"] and analysis["sensitivity"][0]["b"] == two["b"]
+    one_budget = next(row for row in analysis["sensitivity"] if row["choice"].startswith("one budget: the overhead"))
+    assert (one_budget["low"], one_budget["high"]) == pytest.approx((one["b_low"], one["b_high"]))
+    assert all("two_budget" in row for row in analysis["alternatives"]["rows"])
+    before = {key: value for key, value in analysis.items() if key not in ("two_budget_fit", "primary_model")}
+    assert primary_interval(before) == (one["b_low"], one["b_high"])
+    row = memorisation(powered(analysis))
+    assert "Capacity boundary read from two budgets" in row["evidence"] and "The one-budget fit" in row["evidence"]
+    assert row["numbers"]["two_budget_b"] == two["b"] and "(read from two budgets)" in row["ours_tex"]
 
 
 def test_an_n_span_below_the_d_span_squared_is_not_testable(grids) -> None:
@@ -283,8 +306,14 @@ def test_the_section_renders_with_its_figures(grids, name, tmp_path) -> None:
         assert f"b = {analysis['fit']['b']:.3f}, 95% interval [" in text
         assert "true b" in text and "share excluding the paper's 2" in text
         assert "Allen-Zhu & Li's about 2 bits" in text
-        assert "**Storage boundary with an overhead (primary).** N_b(D) = N0 + c D^b" in text
-        assert "| true boundary | true b | N0 |" in text and "coverage (overhead fit)" in text
+        assert "**Capacity boundary read from two budgets (primary).** Each run's outcome" in text
+        two = analysis["two_budget_fit"]
+        assert f"b = {two['b']:.3f}, 95% interval [{two['b_low']:.3f}, " in text and "at λ = 1" in text
+        assert ("**Storage boundary with an overhead (one budget, a sensitivity row).** N_b(D) = N0 + c D^b"
+                in text)
+        assert "| true boundary | true b | N0 |" in text and "coverage (two-budget fit)" in text
+        assert "coverage (overhead fit)" in text and "The verdict needs the two-budget fit's interval" in text
+        assert "one budget: the overhead fit to the full-budget outcomes alone" in text
         assert "bits per parameter at the margin" in text and "pure power law, no overhead (Firth)" in text
         assert "The design can carry a verdict: calibrated (set by the test)" in text
         assert "interval rule's verdict" in text and "recall ≥ 0.8 counts as stored" in text

@@ -18,7 +18,10 @@ Verdict rule, fixed before any data (:func:`memorisation_verdict`):
    not-testable;
 5. else, on the 95% profile interval for b of the primary model (:func:`interval_verdict`; since issue 38 the
    storage boundary with a fixed overhead, N_b = N0 + c D^b: a pure power law fitted where N0 is a large share of
-   N_b bends below 1 whatever the law, so it is a sensitivity row): refuted iff it excludes the paper's 2;
+   N_b bends below 1 whatever the law, so it is a sensitivity row; since issue 41, where the runs record whether
+   they stored within half their budget, that boundary read from both budgets with the boundary's remaining move
+   unknown (``primary_model`` "two_budget"): the one-budget fit is blind to a boundary the budget moved, so it is a
+   sensitivity row too): refuted iff it excludes the paper's 2;
    reproduced iff it includes 2 and excludes both other laws (1: a fixed capacity per parameter, Allen-Zhu & Li;
    1.35 = 1/0.74: Kaplan et al.); otherwise not-testable (it includes 2 and another law).
 
@@ -48,6 +51,7 @@ LAW_NUMBERS = {"b_paper": 2.0, "b_kaplan": 1 / 0.74, "b_allen_zhu": 1.0,
                "allen_zhu_bits_per_param": ALLEN_ZHU_BITS_PER_PARAM}
 LAW_NAMES = {"paper": "the paper's 2", "kaplan": "Kaplan et al.'s 1.35", "allen_zhu": "Allen-Zhu & Li's 1"}
 LAW_TEX = {"paper": "2", "kaplan": "1.35", "allen_zhu": "1"}
+MODEL_LABELS = {"two_budget": "two-budget fit", "overhead": "one-budget overhead fit", "pure": "pure power law"}
 
 
 def law_name(name: str, laws: dict[str, float]) -> str:
@@ -94,10 +98,18 @@ def interval_verdict(low: float, high: float, laws: dict[str, float]) -> tuple[s
                             + ": a larger or denser grid is needed to tell them apart")
 
 
+def primary_fit(analysis: dict[str, Any]) -> dict[str, Any] | None:
+    """The fit the verdict reads: the two-budget fit (issue 41) where it is the analysis's primary, the overhead
+    model's (issue 38) where the analysis has one, the pure power law's in an analysis written before it; None where
+    the primary fit failed."""
+    if analysis.get("primary_model") == "two_budget":
+        return analysis["two_budget_fit"]
+    return analysis["overhead_fit"] if "overhead_fit" in analysis else analysis.get("fit")
+
+
 def primary_interval(analysis: dict[str, Any]) -> tuple[float, float] | None:
-    """The 95% interval for b that the verdict reads: the overhead model's (issue 38) where the analysis has one,
-    the pure power law's in an analysis written before it; None where the primary fit failed."""
-    fit = analysis["overhead_fit"] if "overhead_fit" in analysis else analysis.get("fit")
+    """The 95% interval for b of :func:`primary_fit`."""
+    fit = primary_fit(analysis)
     return None if fit is None else (fit["b_low"], fit["b_high"])
 
 
@@ -209,16 +221,20 @@ def _alternatives_sentence(analysis: dict[str, Any]) -> str:
     power = analysis.get("alternatives")
     if power is None:
         return f"No power against the alternatives: {in_words(analysis['alternatives_reason'])}."
+    primary = analysis.get("primary_model", "overhead")
+    others = [(model, label) for model, label in (("overhead", "the one-budget fit"), ("pure", "the pure power law's"))
+              if model != primary]
     parts = []
     for family in pa.FAMILIES:
         rows = [row for row in power["rows"] if row["family"] == family]
         if rows:
             parts.append(f"{pa.FAMILY_LABELS[family]}: coverage "
-                         + ", ".join(f"{row['overhead']['coverage']:.0%}" for row in rows)
-                         + " (the pure power law's fit: "
-                         + ", ".join(f"{row['pure']['coverage']:.0%}" for row in rows) + ")")
+                         + ", ".join(f"{row[primary]['coverage']:.0%}" for row in rows) + " ("
+                         + "; ".join(f"{label}: " + ", ".join(f"{row[model]['coverage']:.0%}" for row in rows)
+                                     for model, label in others) + ")")
     return (f"Power against the alternatives ({power['n_sim']} grids per truth at this design, each truth at "
-            "$b=1$, 1.35 and 2 fitted to this grid): " + "; ".join(parts) + ".")
+            f"$b=1$, 1.35 and 2 fitted to this grid; coverage of the {MODEL_LABELS[primary]}'s interval): "
+            + "; ".join(parts) + ".")
 
 
 def _numbers(analysis: dict[str, Any]) -> dict[str, Any]:
@@ -238,9 +254,13 @@ def _numbers(analysis: dict[str, Any]) -> dict[str, Any]:
         for row in overhead["margin"]:
             numbers[f"bits_margin_d{row['n_facts']:.0f}"] = row["bits_per_param_margin"]
         tag = {name: name.replace("_", "") for name in analysis["laws"]}
+        two = analysis.get("two_budget_fit")
+        if two is not None:
+            numbers.update({f"two_budget_{key}": two[key] for key in ("b", "b_low", "b_high", "b_at_lambda_0",
+                                                                       "b_at_lambda_1", "k")})
         for row in (analysis.get("alternatives") or {}).get("rows", []):
             key = f"alt_{row['family']}_{tag[row['law']]}"
-            for model in ("overhead", "pure"):
+            for model in (m for m in ("overhead", "pure", "two_budget") if m in row):
                 numbers[f"{key}.{model}_coverage"] = row[model]["coverage"]
                 numbers.update({f"{key}.{model}_excludes_{tag[name]}": share
                                 for name, share in row[model]["excludes"].items()})
@@ -271,7 +291,10 @@ LIMITS = (
     "sensitivity rows refit with half the budget to show the direction; whether the boundary is capacity's or the "
     "budget's is checked by re-running the cells within one $N$ step of it at twice the exposures: "
     "`python -m assocmem.memorisation.budget_check config <record> --config <config> --out <2x config>`, run it, "
-    "then `budget_check compare`, and the verdict waits where the boundary moves). The verdict changes if the 95% "
+    "then `budget_check compare`, and the verdict waits where the boundary moves). The two-budget fit assumes the "
+    "boundary's remaining move with more budget is at most the move between half and the full budget (returns per "
+    "doubling that do not grow); a boundary that keeps moving by more would take its interval off the capacity $b$. "
+    "The verdict changes if the 95% "
     "interval for $b$ moves across 2 (refuted, reproduced) or across 1 or 1.35 (reproduced, not-testable), if the "
     "power simulation at this design falls below 90% coverage or 80% separation of the laws (then not-testable), or if "
     "the grid's $N$ span no longer covers the square of its $D$ span. A grid with more model sizes, more seeds or "
@@ -302,6 +325,19 @@ _OVERHEAD_METHOD = ("The storage boundary $N_b(D)=N_0+cD^b$ fitted by maximum li
                     "$N_b\\propto D^b$ (Firth) beside it as a sensitivity row, after a power simulation at the same "
                     "design against a pure power law, a fixed overhead and a budget-limited boundary "
                     "(`assocmem.memorisation`).")
+_TWO_BUDGET_METHOD = ("The capacity boundary $N_b(D)=N_0+cD^b$ read from two budgets: each run's outcome within half "
+                      "and within the whole exposure budget as one cumulative logit, the boundary at the budget "
+                      "$\\lambda\\Delta(D)$ above capacity and at half of it $(1+\\lambda)\\Delta(D)$, the remaining "
+                      "move $\\lambda\\in[0,1]$ unknown and profiled (profile-likelihood intervals); the one-budget "
+                      "overhead fit and the pure power law $N_b\\propto D^b$ (Firth) beside it as sensitivity rows, "
+                      "after a power simulation at the same design against a pure power law, a fixed overhead and a "
+                      "budget-limited boundary (`assocmem.memorisation`).")
+
+
+def _method(analysis: dict[str, Any]) -> str:
+    if analysis.get("primary_model") == "two_budget":
+        return _TWO_BUDGET_METHOD
+    return _OVERHEAD_METHOD if "overhead_fit" in analysis else _PURE_METHOD
 
 
 def memorisation(analysis: dict[str, Any]) -> dict[str, Any]:
@@ -313,7 +349,7 @@ def memorisation(analysis: dict[str, Any]) -> dict[str, Any]:
               f"{analysis['seeds']} seeds")
     computed = (f"A memorisation grid of {design}, each trained until it recalled {analysis['stop_at_recall']:.0%} "
                 f"of its facts or its exposure budget; a run counts as stored at a recall of at least "
-                f"{analysis['threshold']:.0%}. " + (_OVERHEAD_METHOD if "overhead_fit" in analysis else _PURE_METHOD))
+                f"{analysis['threshold']:.0%}. " + _method(analysis))
     fit = analysis.get("fit")
     if primary_interval(analysis) is None:
         return check_row("memorisation", computed, _numbers(analysis), verdict, reason[0].upper() + reason[1:] + ".",
@@ -348,10 +384,22 @@ def _overhead_row(analysis: dict[str, Any], computed: str, verdict: str, reason:
     """The row of an analysis with the overhead model as its primary (issue 38)."""
     fit, pure = analysis["overhead_fit"], analysis.get("fit")
     largest = fit["margin"][-1]
-    evidence = (f"Storage boundary $N_b=N_0+cD^b$: $b={fit['b']:.2f}$, 95% interval "
-                f"{_interval(fit['b_low'], fit['b_high'])}; $N_0={fit['n0']:,.0f}$ "
-                f"[{fit['n0_low']:,.0f}, {fit['n0_high']:,.0f}] parameters; $c={fit['c']:.3g}$: {reason}. "
-                f"{_laws_sentence(analysis)} {_alternatives_sentence(analysis)} $N$ span {analysis['n_span']:.3g}× "
+    two = analysis.get("two_budget_fit") if analysis.get("primary_model") == "two_budget" else None
+    one_budget = (f"Storage boundary $N_b=N_0+cD^b$: $b={fit['b']:.2f}$, 95% interval "
+                  f"{_interval(fit['b_low'], fit['b_high'])}; $N_0={fit['n0']:,.0f}$ "
+                  f"[{fit['n0_low']:,.0f}, {fit['n0_high']:,.0f}] parameters; $c={fit['c']:.3g}$")
+    if two is None:
+        evidence = f"{one_budget}: {reason}. "
+    else:
+        shift = two["shift"]
+        evidence = (f"Capacity boundary read from two budgets: $b={two['b']:.2f}$, 95% interval "
+                    f"{_interval(two['b_low'], two['b_high'])} over the unknown remaining move ($b$ "
+                    f"{two['b_at_lambda_0']:.2f} if the budget already reached capacity, {two['b_at_lambda_1']:.2f} "
+                    "if the next doubling moves the boundary as much as the last; the boundary within half the "
+                    f"budget {shift[0]['nats']:.2f} nats above the full budget's at $D={shift[0]['n_facts']:,.0f}$, "
+                    f"{shift[1]['nats']:.2f} at $D={shift[1]['n_facts']:,.0f}$): {reason}. The one-budget fit (a "
+                    f"sensitivity row): {one_budget}. ")
+    evidence += (f"{_laws_sentence(analysis)} {_alternatives_sentence(analysis)} $N$ span {analysis['n_span']:.3g}× "
                 f"against $D$ span squared {analysis['d_span'] ** 2:.3g}× (covered: "
                 f"{yes_no(analysis['n_span_covers_d_squared'])}). Bits per parameter at the margin "
                 f"({analysis['bits_per_fact']:g} bits per fact over $dN_b/dD$, the parameters the next fact costs) at "
@@ -364,8 +412,11 @@ def _overhead_row(analysis: dict[str, Any], computed: str, verdict: str, reason:
                      f"{_interval(pure['b_low'], pure['b_high'])}, biased low where the overhead is a large share "
                      "of $N_b$.")
     evidence += _fragility_sentence(analysis)
-    ours = (r"Measured: $N_b=N_0+cD^b$ with $b=" + f"{fit['b']:.2f}" + r"$, 95\% interval $"
-            + _tex_interval(fit["b_low"], fit["b_high"]) + r"$, $N_0=" + f"{fit['n0']:,.0f}".replace(",", "{,}")
+    primary = two or fit
+    ours = (r"Measured: $N_b=N_0+cD^b$ with $b=" + f"{primary['b']:.2f}" + r"$, 95\% interval $"
+            + _tex_interval(primary["b_low"], primary["b_high"])
+            + (r"$ (read from two budgets), one-budget $N_0=" if two else r"$, $N_0=")
+            + f"{fit['n0']:,.0f}".replace(",", "{,}")
             + r"$ (the paper: $b=2$; Kaplan et al.: 1.35; a fixed capacity per parameter: 1).")
     return check_row("memorisation", computed, _numbers(analysis), verdict, evidence, "data", ours_tex=ours,
                      limits=LIMITS)
