@@ -1,15 +1,18 @@
 """A memorisation design that decides, stated before it runs (issue 38, item 4): config/memorisation_decisive.yaml,
-a column of 8,192 and 16,384 facts on 12 model sizes from about 27,000 to 2.6M parameters (1.5× steps) × 3 seeds,
+a column of 8,192 and 16,384 facts on 15 model sizes from about 27,000 to 9.4M parameters (1.5× steps) × 3 seeds,
 analysed together with the 96 recorded runs of config/memorisation.yaml (128-1,024 facts). The small-D runs pin
 the overhead N0; the new column puts the boundary where the laws are far apart (at 16,384 facts the overhead
 truths fitted to the record put it near 64,000 parameters for b = 1 and near 0.9M for b = 2).
 
 ``compute`` simulates its power against the three truths of :mod:`assocmem.memorisation.power_alternatives`
-(each fitted to the recorded grid) and estimates its cost: steps per run from the exposure budget (a run below the
-boundary trains its whole budget, one above it the share of its budget that the recorded stored runs used), CPU
-seconds per step from the record's own per-run times (linear in N, one thread; extrapolated ~45× beyond the
-largest recorded model, so a rough guide), GPU seconds per step from /work/shared/gpu/README.md (5.76 ms for a small
-model's eager step on an H200; 16 processes at once give 5.0× the throughput). Written, not run:
+(each fitted to the recorded grid), read by the fit that will read the column, the two-budget fit
+(:mod:`assocmem.memorisation.boundary_budget`; the one-budget overhead fit's power beside it, ``one_budget``), at
+200 grids a truth (the config's ``sweep.power_sims``; 50 left a 90% coverage rule within a binomial standard error
+of most rows), and estimates its cost: steps per run from the exposure budget (a run below the boundary trains its
+whole budget, one above it the share of its budget that the recorded stored runs used), CPU seconds per step from
+the record's own per-run times (linear in N, one thread; extrapolated ~45× beyond the largest recorded model, so a
+rough guide), GPU seconds per step from /work/shared/gpu/README.md (5.76 ms for a small model's eager step on an
+H200; 16 processes at once give 5.0× the throughput). Written, not run:
 
     python -m assocmem.memorisation.decisive   # writes docs/results/memorisation_decisive_power.json
 """
@@ -37,13 +40,14 @@ ROOT = Path(__file__).resolve().parents[3]
 SOURCE = ROOT / "docs" / "results" / "memorisation.json"
 RECORD = ROOT / "docs" / "results" / "memorisation_decisive_power.json"
 CONFIG = ROOT / "config" / "memorisation_decisive.yaml"
-# the 12 model sizes of config/memorisation_decisive.yaml (2 layers, 4 heads, d_model 32 ... 328; vocabulary 37)
-N_PARAMS = (26976, 41400, 58896, 103104, 159600, 228384, 354600, 508464, 756624, 1135944, 1692504, 2606616)
+# the 15 model sizes of config/memorisation_decisive.yaml (2 layers, 4 heads, d_model 32 ... 624; vocabulary 37)
+N_PARAMS = (26976, 41400, 58896, 103104, 159600, 228384, 354600, 508464, 756624, 1135944, 1692504, 2606616,
+            4025736, 6134184, 9391824)
 N_FACTS = (8192, 16384)
 SEEDS = 3
 EXPOSURES = 1000
 BATCH = 64
-SIMULATIONS = 200  # config/memorisation_decisive.yaml's sweep.power_sims: judged as its analysis will be
+SIMULATIONS = 200  # config/memorisation_decisive.yaml's sweep.power_sims
 SEED = 38
 GPU_STEP_S = 5.76e-3  # /work/shared/gpu/README.md: the default's L4 step, eager, one H200
 GPU_CONCURRENCY_GAIN = 5.0  # 16 processes at once: 866 against 174 replica-steps/s

@@ -273,7 +273,17 @@ def test_the_decisive_design_is_its_config_and_its_recorded_cost_is_todays() -> 
     runs = decisive.recorded_runs()
     cost = decisive.cost(runs, power_alternatives.truths(runs))
     assert cost["by_truth"] == pytest.approx(rec["cost"]["by_truth"])
-    assert rec["commit"] in _section("The memorisation grid") and not rec["can_decide"]
+    section = _section("The memorisation grid")
+    assert rec["commit"] in section and rec["analysis"] == decisive.ANALYSIS == "two_budget"
+    assert rec["n_sim"] == decisive.SIMULATIONS == exp[next(iter(exp))]["sweep"]["power_sims"]
+    assert ("**It decides**" if rec["can_decide"] else "**It does not decide**") in section
+    today, recorded = decisive.record_fit(runs), rec["record_fit"]
+    keys = ("b", "b_low", "b_high", "b_at_lambda_0", "b_at_lambda_1", "k")
+    assert [today[k] for k in keys] == pytest.approx([recorded[k] for k in keys], rel=1e-4)
+    for row in rec["power"]["rows"]:  # the table in docs/results.md quotes every truth's coverage
+        quoted = f"| {power_alternatives.FAMILY_LABELS[row['family']]} | {row['b']:.3g} |"
+        line = next(text for text in section.splitlines() if text.startswith(quoted))
+        assert f"{row['two_budget']['coverage']:.1%}" in line and f"{row['overhead']['coverage']:.1%}" in line
 
 
 def test_the_budget_check_is_todays_comparison_of_the_two_records_and_results_md_quotes_it() -> None:
