@@ -241,6 +241,7 @@ def test_todays_code_refits_the_memorisation_reanalysis_and_results_md_quotes_it
     """docs/results/memorisation_reanalysis.json is today's analysis of the recorded grid's runs (the overhead model
     N_b = N0 + c D^b): today's code refits b and N0 with their intervals, and docs/results.md quotes them and the
     verdict."""
+    from assocmem.memorisation import boundary_budget as bb
     from assocmem.memorisation import boundary_overhead as bo
     from assocmem.memorisation.cells import stored_at
 
@@ -254,6 +255,12 @@ def test_todays_code_refits_the_memorisation_reanalysis_and_results_md_quotes_it
     assert (f"b = {recorded['b']:.2f}, 95% CI [{recorded['b_low']:.2f}, {recorded['b_high']:.2f}]; "
             f"N0 = {recorded['n0']:,.0f}") in section
     assert f"memorisation (re-analysis): {rec['verdict']}" in section and rec["commit"] in section
+    two = rec["analysis"]["two_budget_fit"]  # issue 41's primary
+    assert rec["analysis"]["primary_model"] == "two_budget"
+    refit = bb.fit_two_budget(stored_at(pd.DataFrame(memo["runs"]), memo["threshold"]))
+    assert (refit.theta[bb.B_INDEX], *refit.b_interval()) == pytest.approx((two["b"], two["b_low"], two["b_high"]),
+                                                                            rel=1e-3)
+    assert f"b = {two['b']:.2f}, 95% CI\n  [{two['b_low']:.2f}, {two['b_high']:.2f}]" in section
 
 
 def test_the_decisive_design_is_its_config_and_its_recorded_cost_is_todays() -> None:
@@ -276,14 +283,17 @@ def test_the_decisive_design_is_its_config_and_its_recorded_cost_is_todays() -> 
     section = _section("The memorisation grid")
     assert rec["commit"] in section and rec["analysis"] == decisive.ANALYSIS == "two_budget"
     assert rec["n_sim"] == decisive.SIMULATIONS == exp[next(iter(exp))]["sweep"]["power_sims"]
-    assert ("**It decides**" if rec["can_decide"] else "**It does not decide**") in section
+    assert ("**It decides" if rec["can_decide"] else "**It does not decide") in section
     today, recorded = decisive.record_fit(runs), rec["record_fit"]
     keys = ("b", "b_low", "b_high", "b_at_lambda_0", "b_at_lambda_1", "k")
     assert [today[k] for k in keys] == pytest.approx([recorded[k] for k in keys], rel=1e-4)
-    for row in rec["power"]["rows"]:  # the table in docs/results.md quotes every truth's coverage
+    shorter = _load("memorisation_decisive_power_2p6m.json")  # the 12-size column it replaced, same simulation
+    assert shorter["n_params"] == list(decisive.N_PARAMS[:12]) and shorter["n_sim"] == rec["n_sim"]
+    for row, old in zip(rec["power"]["rows"], shorter["power"]["rows"], strict=True):  # the table quotes both
         quoted = f"| {power_alternatives.FAMILY_LABELS[row['family']]} | {row['b']:.3g} |"
-        line = next(text for text in section.splitlines() if text.startswith(quoted))
-        assert f"{row['two_budget']['coverage']:.1%}" in line and f"{row['overhead']['coverage']:.1%}" in line
+        cells = next(text for text in section.splitlines() if text.startswith(quoted)).split(" | ")
+        assert cells[2:4] == [f"{row['two_budget']['coverage']:.1%}", f"{row['overhead']['coverage']:.1%}"]
+        assert cells[5] == f"{old['two_budget']['coverage']:.1%}"
 
 
 def test_the_budget_check_is_todays_comparison_of_the_two_records_and_results_md_quotes_it() -> None:
