@@ -68,19 +68,31 @@ def _pure_row(runs: pd.DataFrame) -> dict[str, Any]:
     return {"choice": PURE_CHOICE, "b": fit.b, "low": fit.b_low, "high": fit.b_high, "runs": len(runs), "note": ""}
 
 
-def sensitivity(runs: pd.DataFrame, threshold: float, stop_at: float) -> list[dict[str, Any]]:
+def _fitted_row(choice: str, runs: pd.DataFrame, record: dict[str, Any] | None, two_budget: bool) -> dict[str, Any]:
+    """The row of a fit :func:`overhead_analysis` already made on ``runs`` (its record), else fitted here."""
+    if record is None:
+        return _fit_row(choice, runs, two_budget)
+    return {"choice": choice, "b": record["b"], "low": record["b_low"], "high": record["b_high"], "runs": len(runs),
+            "note": ""}
+
+
+def sensitivity(runs: pd.DataFrame, threshold: float, stop_at: float,
+                fitted: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """b of the primary model and its interval under each alternative choice (the first row is the primary
     analysis); where the primary reads two budgets, the one-budget overhead fit and its half-budget refit follow;
-    the pure power law is the last row."""
+    the pure power law is the last row. ``fitted``: :func:`overhead_analysis` on the same runs, whose fits the
+    primary and one-budget rows take instead of fitting again."""
     two = two_budgets(runs)
-    rows = [_fit_row(f"recall >= {threshold:g} counts as stored (primary)", runs, two)]
+    fitted = fitted or {}
+    rows = [_fitted_row(f"recall >= {threshold:g} counts as stored (primary)", runs,
+                        fitted.get("two_budget_fit" if two else "overhead_fit"), two)]
     rows += [_fit_row(f"recall >= {t:g} counts as stored", stored_at(runs, t), two)
              for t in SENSITIVITY_THRESHOLDS if t != threshold and t <= stop_at]
     smallest_d, smallest_n = runs["n_facts"].min(), runs["n_params"].min()
     rows.append(_fit_row("without the smallest D", runs[runs["n_facts"] > smallest_d], two))
     rows.append(_fit_row("without the smallest N", runs[runs["n_params"] > smallest_n], two))
     if two:
-        rows.append(_fit_row(ONE_BUDGET_CHOICE, runs))
+        rows.append(_fitted_row(ONE_BUDGET_CHOICE, runs, fitted.get("overhead_fit"), False))
         half = runs.assign(stored=runs["stored_at_half_budget"])
         rows.append(_fit_row("one budget: stored within half the exposure budget", half))
     rows.append(_pure_row(runs))
@@ -145,14 +157,14 @@ def analyse(runs: pd.DataFrame, information: dict[str, Any], threshold: float, s
     bits = mb.bits_per_parameter(fit, bits_per_fact, d_ref)
     bits_per_d = [dict(zip(("n_facts", "bits_per_param", "low", "high"), (d, *mb.bits_per_parameter(
         fit, bits_per_fact, d)), strict=True)) for d in fit.sizes]
+    primary = overhead_analysis(runs, bits_per_fact, power_sims=alternative_sims, seed=seed, progress=progress)
     return {**result, "fit": fit.as_record(), "power": powers[0], "power_sharp": powers[1], "power_k": k,
             "can_decide": decide, "power_reason": reason, "tells_every_law_apart": tells_all,
             "every_law_reason": all_reason, "law_verdict": mb.law_verdict(fit),
             "bits_per_param": {"d": d_ref, "value": bits[0], "low": bits[1], "high": bits[2]},
             "bits_per_param_by_d": bits_per_d,
             "censored_d": [row["n_facts"] for row in result["per_d"] if row["censoring"] != "inside"],
-            "sensitivity": sensitivity(runs, threshold, stop_at),
-            **overhead_analysis(runs, bits_per_fact, power_sims=alternative_sims, seed=seed, progress=progress)}
+            "sensitivity": sensitivity(runs, threshold, stop_at, primary), **primary}
 
 
 def overhead_analysis(runs: pd.DataFrame, bits_per_fact: float, *, power_sims: int, seed: int,

@@ -29,6 +29,7 @@ Parameters θ = (log k, log N0, m, b, Δ_lo, Δ_hi, λ), m = log c + b log D_ref
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -53,20 +54,16 @@ class BudgetData:
     outcome: np.ndarray  # 0 not stored, 1 stored within the budget only, 2 stored within half of it
     log_d_ref: float
 
-    @property
+    @cached_property
     def weight(self) -> np.ndarray:
         """Where each run's D lies between the smallest (0) and the largest (1) D of the grid."""
         span = float(self.z.max() - self.z.min())
         return (self.z - self.z.min()) / span if span > 0 else np.zeros_like(self.z)
 
-    @property
+    @cached_property
     def bounds(self) -> list[tuple[float, float]]:
         shift = (SHIFT_MIN, SHIFT_MAX)
-        return [*_overhead_bounds(self), shift, shift, (0.0, 1.0)]
-
-
-def _overhead_bounds(data: BudgetData) -> list[tuple[float, float]]:
-    return _full_outcomes(data).bounds
+        return [*_full_outcomes(self).bounds, shift, shift, (0.0, 1.0)]
 
 
 def _full_outcomes(data: BudgetData) -> bo.OverheadData:
@@ -79,13 +76,6 @@ def data_of(runs: pd.DataFrame) -> BudgetData:
     full = bo.data_of(runs)  # checks the outcomes vary and sets D_ref as the one-budget fit does
     half = runs["stored_at_half_budget"].to_numpy(bool) & runs["stored"].to_numpy(bool)
     return BudgetData(full.x, full.z, full.y.astype(int) + half.astype(int), full.log_d_ref)
-
-
-def boundaries(theta: np.ndarray, data: BudgetData) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(capacity L, full-budget, half-budget log boundaries) per run."""
-    capacity = bo.log_boundary(theta[:4], data.z)
-    shift = theta[4] + (theta[5] - theta[4]) * data.weight
-    return capacity, capacity + theta[6] * shift, capacity + (1 + theta[6]) * shift
 
 
 def loglik(theta: np.ndarray, data: BudgetData) -> tuple[float, np.ndarray]:
@@ -138,14 +128,14 @@ def _best(data: BudgetData, starts: list[np.ndarray], fixed: dict[int, float] | 
     return max((_solve(data, free, fixed, s) for s in starts), key=lambda r: r[0])
 
 
-def _shift_start(runs_fit: np.ndarray, data: BudgetData) -> np.ndarray:
+def _shift_start(phi: np.ndarray, data: BudgetData) -> np.ndarray:
     """Δ at the smallest and largest D from a one-budget fit to the within-half outcomes against the full fit."""
     half = bo.OverheadData(data.x, data.z, (data.outcome == 2).astype(float), data.log_d_ref)
     if half.y.min() == half.y.max():
         return np.array([0.3, 0.3])
-    _, half_phi = bo.maximise(half, [runs_fit])
+    _, half_phi = bo.maximise(half, [phi])
     ends = np.array([data.z.min(), data.z.max()])
-    moved = bo.log_boundary(half_phi, ends) - bo.log_boundary(runs_fit, ends)
+    moved = bo.log_boundary(half_phi, ends) - bo.log_boundary(phi, ends)
     return np.clip(moved, SHIFT_MIN, SHIFT_MAX)
 
 
@@ -220,7 +210,6 @@ def b_range_over_lambda(fit: BudgetFit) -> tuple[float, float]:
         _, theta = _best(fit.data, _lambda_ends(fit.theta)[1:], {6: lam})
         ends.append(float(theta[B_INDEX]))
     return ends[0], ends[1]
-
 
 
 def two_budget_record(fit: BudgetFit) -> dict[str, Any]:
