@@ -117,18 +117,18 @@ def _maximise(X: np.ndarray, y: np.ndarray, A: np.ndarray, gamma: np.ndarray) ->
 # --- profile intervals
 
 def _crossing(gap, start: float, warm: np.ndarray, bounds: tuple[float, float], direction: int, *,
-              growth: float = 2.0, xtol: float = 1e-7) -> float:
+              growth: float = 2.0, xtol: float = 1e-7, threshold: float = _THRESHOLD) -> float:
     """Where ``gap(t, warm)`` (2 (l*_max - l*_prof(t)), warm-started; returns the gap and the profile's γ) first
-    reaches the chi-square threshold walking from the estimate ``start`` in ``direction``: steps outward (each
-    ``growth`` times the last), each warm-started from the last, until the crossing is bracketed, then the root
-    inside the bracket; ±inf if the gap stays below the threshold up to ``bounds``."""
+    reaches ``threshold`` (default the chi-square one) walking from the estimate ``start`` in ``direction``: steps
+    outward (each ``growth`` times the last), each warm-started from the last, until the crossing is bracketed, then
+    the root inside the bracket; ±inf if the gap stays below the threshold up to ``bounds``."""
     inner, step = start, _FIRST_STEP
     while True:
         outer = float(np.clip(inner + direction * step, *bounds))
         value, fitted = gap(outer, warm)
-        if value >= _THRESHOLD:
+        if value >= threshold:
             try:
-                return float(optimize.brentq(lambda t, w=warm: gap(t, w)[0] - _THRESHOLD, *sorted((inner, outer)),
+                return float(optimize.brentq(lambda t, w=warm: gap(t, w)[0] - threshold, *sorted((inner, outer)),
                                              xtol=xtol))
             except ValueError:  # the profile at the inner end already crossed (not monotone): take the inner end
                 return inner

@@ -66,6 +66,14 @@ class BudgetData:
         return [*_full_outcomes(self).bounds, shift, shift, (0.0, 1.0)]
 
 
+def check_threshold(threshold: float) -> float:
+    """A critical value for the profile gap: calibration only widens the interval, so never below χ²₁'s."""
+    if not np.isfinite(threshold) or threshold < bo.THRESHOLD - 1e-9:
+        raise AssocmemError(f"two-budget interval: critical value {threshold} is below chi-square's "
+                            f"{bo.THRESHOLD:.4f} (a calibrated interval only widens)")
+    return float(threshold)
+
+
 def _full_outcomes(data: BudgetData) -> bo.OverheadData:
     """The one-budget data: stored within the whole budget or not."""
     return bo.OverheadData(data.x, data.z, (data.outcome > 0).astype(float), data.log_d_ref)
@@ -160,12 +168,15 @@ class BudgetFit:
     def gap_at_b(self, b: float) -> float:
         return gap_b(self.data, self.loglik, b, self.theta)[0]
 
-    def b_interval(self) -> tuple[float, float]:
+    def b_interval(self, threshold: float = bo.THRESHOLD) -> tuple[float, float]:
+        """The b where the profile gap reaches ``threshold``: χ²₁'s 95% point, or a critical value calibrated at
+        the design (:func:`assocmem.memorisation.power_alternatives.calibrated_threshold`), never below it."""
         def gap(b: float, warm: np.ndarray) -> tuple[float, np.ndarray]:
             return gap_b(self.data, self.loglik, b, warm)
 
         start = float(self.theta[B_INDEX])
-        return tuple(_crossing(gap, start, self.theta, bo.B_RANGE, d, growth=1.5, xtol=1e-3) for d in (-1, 1))
+        return tuple(_crossing(gap, start, self.theta, bo.B_RANGE, d, growth=1.5, xtol=1e-3, threshold=threshold)
+                     for d in (-1, 1))
 
 
 def _lambda_ends(theta: np.ndarray) -> list[np.ndarray]:
@@ -212,17 +223,20 @@ def b_range_over_lambda(fit: BudgetFit) -> tuple[float, float]:
     return ends[0], ends[1]
 
 
-def two_budget_record(fit: BudgetFit) -> dict[str, Any]:
-    """The fit as JSON-ready numbers: b with its interval over λ in [0, 1], b at each end of λ, the half-to-full
-    budget shift at the grid's smallest and largest D, the gap at each law's b and the interval rule per law."""
-    low, high = fit.b_interval()
+def two_budget_record(fit: BudgetFit, threshold: float | None = None) -> dict[str, Any]:
+    """The fit as JSON-ready numbers: b with its interval over λ in [0, 1] (the profile gap below ``threshold``,
+    default χ²₁'s 95% point), b at each end of λ, the half-to-full budget shift at the grid's smallest and largest
+    D, the gap at each law's b and the interval rule per law."""
+    threshold = bo.THRESHOLD if threshold is None else check_threshold(threshold)
+    low, high = fit.b_interval(threshold)
     at_zero, at_one = b_range_over_lambda(fit)
     d_ends = np.exp(np.array([fit.data.z.min(), fit.data.z.max()]) + fit.data.log_d_ref)
     return {"model": "capacity N0 + c D^b, seen at the budget λ Δ(D) above it, at half the budget (1 + λ) Δ(D)",
             "b": float(fit.theta[B_INDEX]), "b_low": low, "b_high": high, "b_at_lambda_0": at_zero,
             "b_at_lambda_1": at_one, "lambda": float(fit.theta[6]), "k": float(np.exp(fit.theta[0])),
             "shift": [{"n_facts": float(d), "nats": float(v)} for d, v in zip(d_ends, fit.theta[4:6], strict=True)],
-            "loglik": fit.loglik, "n_runs": int(fit.data.x.size),
+            "loglik": fit.loglik, "threshold": threshold, "calibrated": threshold != bo.THRESHOLD,
+            "n_runs": int(fit.data.x.size),
             "runs_stored_within_half": int((fit.data.outcome == 2).sum()),
             "runs_stored_within_the_budget_only": int((fit.data.outcome == 1).sum()),
             "gap_at_law": {law: fit.gap_at_b(b) for law, b in mb.LAWS.items()},

@@ -8,13 +8,19 @@ truths fitted to the record put it near 64,000 parameters for b = 1 and near 0.9
 (each fitted to the recorded grid), read by the fit that will read the column, the two-budget fit
 (:mod:`assocmem.memorisation.boundary_budget`; the one-budget overhead fit's power beside it, ``one_budget``), at
 200 grids a truth (the config's ``sweep.power_sims``; 50 left a 90% coverage rule within a binomial standard error
-of most rows), and estimates its cost: steps per run from the exposure budget (a run below the boundary trains its
+of most rows). The two-budget interval is read at a critical value calibrated at this design, not χ²₁'s 3.84
+(whose interval covered 89.0% under the budget-limited truth at b = 1, one point short of the rule): the smallest
+value under which the profile gap at the truth stays in 95% of the grids of every truth, read from 200 grids a
+truth drawn at CALIBRATION_SEED (:func:`assocmem.memorisation.power_alternatives.calibrated_threshold`), then
+judged on the SEED grids, which it never saw (the χ² reading of the same grids beside it, ``chi2``). The column's
+config states that value (``sweep.interval_threshold``) before it runs. The grids' gaps are kept in GAPS. It also
+estimates the column's cost: steps per run from the exposure budget (a run below the boundary trains its
 whole budget, one above it the share of its budget that the recorded stored runs used), CPU seconds per step from
 the record's own per-run times (linear in N, one thread; extrapolated ~45× beyond the largest recorded model, so a
 rough guide), GPU seconds per step from /work/shared/gpu/README.md (5.76 ms for a small model's eager step on an
 H200; 16 processes at once give 5.0× the throughput). Written, not run:
 
-    python -m assocmem.memorisation.decisive   # writes docs/results/memorisation_decisive_power.json
+    python -m assocmem.memorisation.decisive   # docs/results/memorisation_decisive_power.json and _gaps.csv
 """
 
 from __future__ import annotations
@@ -24,13 +30,14 @@ import json
 import re
 import subprocess
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from assocmem.io import read_json, write_json
+from assocmem.io import read_json, write_csv, write_json
 from assocmem.memorisation import boundary as mb
 from assocmem.memorisation import boundary_budget as bb
 from assocmem.memorisation import power_alternatives as pa
@@ -39,6 +46,7 @@ from assocmem.memorisation.cells import stored_at
 ROOT = Path(__file__).resolve().parents[3]
 SOURCE = ROOT / "docs" / "results" / "memorisation.json"
 RECORD = ROOT / "docs" / "results" / "memorisation_decisive_power.json"
+GAPS = ROOT / "docs" / "results" / "memorisation_decisive_gaps.csv"
 CONFIG = ROOT / "config" / "memorisation_decisive.yaml"
 # the 15 model sizes of config/memorisation_decisive.yaml (2 layers, 4 heads, d_model 32 ... 624; vocabulary 37)
 N_PARAMS = (26976, 41400, 58896, 103104, 159600, 228384, 354600, 508464, 756624, 1135944, 1692504, 2606616,
@@ -48,11 +56,13 @@ SEEDS = 3
 EXPOSURES = 1000
 BATCH = 64
 SIMULATIONS = 200  # config/memorisation_decisive.yaml's sweep.power_sims
-SEED = 38
+SEED = 38  # the grids the design is judged on (the same as the record before calibration)
+CALIBRATION_SEED = 39  # the grids the critical value is read from: never the ones it is judged on
 GPU_STEP_S = 5.76e-3  # /work/shared/gpu/README.md: the default's L4 step, eager, one H200
 GPU_CONCURRENCY_GAIN = 5.0  # 16 processes at once: 866 against 174 replica-steps/s
-# the fit that reads the column: the two-budget model, not blind to a boundary the exposure budget moved
-ANALYSIS = "two_budget"
+# the fit that reads the column: the two-budget model, not blind to a boundary the exposure budget moved, its
+# interval at the critical value calibrated at this design (χ²₁'s covered 89.0% under the budget truth at b = 1)
+ANALYSIS = "two_budget_calibrated"
 _TRAIN_LINE = re.compile(r"assocmem: train (M\d)(?:\.s\d)?/(\S+): .* after (\d+) steps in ([\d.]+) s")
 
 
@@ -106,16 +116,55 @@ def cost(recorded: pd.DataFrame, truth_set: dict[str, Any]) -> dict[str, Any]:
             "gpu_concurrency_gain": GPU_CONCURRENCY_GAIN, "by_truth": rows}
 
 
-def compute(n_sim: int = SIMULATIONS) -> dict[str, Any]:
+def _simulate(seed: int, n_sim: int) -> dict[str, Any]:
+    recorded = recorded_runs()
+    return pa.design_power(design(recorded), pa.truths(recorded), n_sim=n_sim, seed=seed, two_budget=True,
+                           keep_gaps=True)
+
+
+def simulate_both(n_sim: int, workers: int = 2) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(judged, calibration): the design's grids at SEED and at CALIBRATION_SEED, in parallel processes (each
+    seed its own random stream, so the same numbers as one after the other)."""
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        judged, calibration = pool.map(_simulate, (SEED, CALIBRATION_SEED), (n_sim, n_sim))
+    return judged, calibration
+
+
+def gap_table(power: dict[str, Any], grids: str) -> pd.DataFrame:
+    """One row per simulated grid: its truth, the two-budget fit's b̂ and profile gaps at the truth and each law."""
+    frames = []
+    for row in power["rows"]:
+        gaps = pd.DataFrame(row["two_budget_gaps"], columns=["b_hat", "gap_at_truth", *(f"gap_at_{law}"
+                                                                                       for law in mb.LAWS)])
+        frames.append(gaps.assign(grids=grids, seed=power["seed"], family=row["family"], law=row["law"],
+                                  grid=range(len(gaps))))
+    table = pd.concat(frames, ignore_index=True)
+    return table[["grids", "seed", "family", "law", "grid", *table.columns[:5]]]
+
+
+def _without_gaps(power: dict[str, Any]) -> dict[str, Any]:
+    return {**power, "rows": [{k: v for k, v in row.items() if k != "two_budget_gaps"} for row in power["rows"]]}
+
+
+def compute(n_sim: int = SIMULATIONS) -> tuple[dict[str, Any], pd.DataFrame]:
+    """The record and its per-grid gaps (judged and calibration grids)."""
     recorded = recorded_runs()
     truth_set = pa.truths(recorded)
     started = time.monotonic()
-    power = pa.design_power(design(recorded), truth_set, n_sim=n_sim, seed=SEED, two_budget=True)
-    return {"config": "config/memorisation_decisive.yaml", "with_recorded_runs": len(recorded),
-            "n_params": list(N_PARAMS), "n_facts": list(N_FACTS), "seeds": SEEDS, "new_runs": len(N_PARAMS) *
-            len(N_FACTS) * SEEDS, "n_sim": n_sim, "seed": SEED, "simulation_s": round(time.monotonic() - started, 1),
-            "analysis": ANALYSIS, **decision(power, ANALYSIS), "one_budget": decision(power, "overhead"),
-            "power": power, "cost": cost(recorded, truth_set), "record_fit": record_fit(recorded)}
+    judged, calibration_power = simulate_both(n_sim)
+    calibration = pa.calibrated_threshold(calibration_power)
+    power = pa.at_threshold(judged, calibration["threshold"])
+    gaps = pd.concat([gap_table(judged, "judged"), gap_table(calibration_power, "calibration")], ignore_index=True)
+    record = {"config": "config/memorisation_decisive.yaml", "with_recorded_runs": len(recorded),
+              "n_params": list(N_PARAMS), "n_facts": list(N_FACTS), "seeds": SEEDS,
+              "new_runs": len(N_PARAMS) * len(N_FACTS) * SEEDS, "n_sim": n_sim, "seed": SEED,
+              "calibration_seed": CALIBRATION_SEED, "simulation_s": round(time.monotonic() - started, 1),
+              "analysis": ANALYSIS, **decision(power, ANALYSIS), "calibration": calibration,
+              "chi2": decision(power, "two_budget"), "one_budget": decision(power, "overhead"),
+              "power": _without_gaps(power), "calibration_power": _without_gaps(calibration_power),
+              "cost": cost(recorded, truth_set), "record_fit": record_fit(recorded, calibration["threshold"]),
+              "gaps": str(GAPS.relative_to(ROOT))}
+    return record, gaps
 
 
 def decision(power: dict[str, Any], model: str) -> dict[str, Any]:
@@ -125,9 +174,9 @@ def decision(power: dict[str, Any], model: str) -> dict[str, Any]:
     return {"can_decide": decide, "reason": reason, "tells_every_law_apart": every, "every_law_reason": every_reason}
 
 
-def record_fit(recorded: pd.DataFrame) -> dict[str, Any]:
-    """The two-budget fit of the recorded runs alone."""
-    return bb.two_budget_record(bb.fit_two_budget(recorded))
+def record_fit(recorded: pd.DataFrame, threshold: float | None = None) -> dict[str, Any]:
+    """The two-budget fit of the recorded runs alone, its interval at ``threshold`` (default χ²₁'s)."""
+    return bb.two_budget_record(bb.fit_two_budget(recorded), threshold)
 
 
 def _commit() -> str:
@@ -138,6 +187,8 @@ def _commit() -> str:
 
 
 if __name__ == "__main__":
-    write_json(RECORD, {"commit": _commit(), "date": datetime.date.today().isoformat(), **compute()})
+    record, gap_rows = compute()
+    write_csv(GAPS, gap_rows)
+    write_json(RECORD, {"commit": _commit(), "date": datetime.date.today().isoformat(), **record})
     result = json.loads(RECORD.read_text())
     print(f"decisive design: {'decides' if result['can_decide'] else 'does not decide'}: {result['reason']}")
