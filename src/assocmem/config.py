@@ -146,6 +146,9 @@ def _memorisation_problems(prefix: str, exp: dict[str, Any]) -> list[str]:
     if threshold is not None and (not is_facts or threshold > stop):
         return [f"{prefix}.sweep.recall_threshold: {threshold} must be a facts grid's and at most "
                 f"train.stop_at_recall ({stop}): training stops there, so a higher share is never measured"]
+    if (sweep or {}).get("interval_threshold") is not None and not is_facts:
+        return [f"{prefix}.sweep.interval_threshold: the two-budget interval is a memorisation grid's (a sweep of "
+                "facts); a scaling sweep's intervals are its bootstrap's"]
     return []
 
 

@@ -232,7 +232,8 @@ def memorisation(params: dict[str, Any], results_dir: Path, out_dir: Path) -> st
     engine = resolve_engine(cfg.get("neighbours", {}).get("device", "auto"), "faiss")
     patterns = grid_patterns(results_dir, exp, runs, by_run, engine)
     analysis = analyse(outcomes, information, threshold, stop_at, patterns=patterns,
-                       power_sims=cfg["sweep"]["power_sims"], seed=params["seed"], progress=log.info)
+                       power_sims=cfg["sweep"]["power_sims"], seed=params["seed"], progress=log.info,
+                       interval_threshold=cfg["sweep"]["interval_threshold"])
     write_json(out_dir / "analysis.json", analysis)
     return headline(analysis)
 

@@ -45,15 +45,17 @@ def two_budgets(runs: pd.DataFrame) -> bool:
     return "stored_at_half_budget" in runs.columns
 
 
-def _fit_row(choice: str, runs: pd.DataFrame, two_budget: bool = False) -> dict[str, Any]:
+def _fit_row(choice: str, runs: pd.DataFrame, two_budget: bool = False,
+             interval_threshold: float | None = None) -> dict[str, Any]:
     try:
         if two_budget:
             fit = bb.fit_two_budget(runs)
             b = float(fit.theta[bb.B_INDEX])
+            low, high = fit.b_interval(bo.THRESHOLD if interval_threshold is None else interval_threshold)
         else:
             fit = bo.fit_overhead(runs)
             b = fit.b
-        low, high = fit.b_interval()
+            low, high = fit.b_interval()
     except AssocmemError as err:
         return {"choice": choice, "b": np.nan, "low": np.nan, "high": np.nan, "runs": len(runs), "note": str(err)}
     return {"choice": choice, "b": b, "low": low, "high": high, "runs": len(runs), "note": ""}
@@ -68,29 +70,32 @@ def _pure_row(runs: pd.DataFrame) -> dict[str, Any]:
     return {"choice": PURE_CHOICE, "b": fit.b, "low": fit.b_low, "high": fit.b_high, "runs": len(runs), "note": ""}
 
 
-def _fitted_row(choice: str, runs: pd.DataFrame, record: dict[str, Any] | None, two_budget: bool) -> dict[str, Any]:
+def _fitted_row(choice: str, runs: pd.DataFrame, record: dict[str, Any] | None, two_budget: bool,
+                interval_threshold: float | None = None) -> dict[str, Any]:
     """The row of a fit :func:`overhead_analysis` already made on ``runs`` (its record), else fitted here."""
     if record is None:
-        return _fit_row(choice, runs, two_budget)
+        return _fit_row(choice, runs, two_budget, interval_threshold)
     return {"choice": choice, "b": record["b"], "low": record["b_low"], "high": record["b_high"], "runs": len(runs),
             "note": ""}
 
 
 def sensitivity(runs: pd.DataFrame, threshold: float, stop_at: float,
-                fitted: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+                fitted: dict[str, Any] | None = None, interval_threshold: float | None = None
+                ) -> list[dict[str, Any]]:
     """b of the primary model and its interval under each alternative choice (the first row is the primary
     analysis); where the primary reads two budgets, the one-budget overhead fit and its half-budget refit follow;
     the pure power law is the last row. ``fitted``: :func:`overhead_analysis` on the same runs, whose fits the
-    primary and one-budget rows take instead of fitting again."""
+    primary and one-budget rows take instead of fitting again; ``interval_threshold``: the two-budget rows'
+    critical value (default χ²₁'s)."""
     two = two_budgets(runs)
     fitted = fitted or {}
     rows = [_fitted_row(f"recall >= {threshold:g} counts as stored (primary)", runs,
-                        fitted.get("two_budget_fit" if two else "overhead_fit"), two)]
-    rows += [_fit_row(f"recall >= {t:g} counts as stored", stored_at(runs, t), two)
+                        fitted.get("two_budget_fit" if two else "overhead_fit"), two, interval_threshold)]
+    rows += [_fit_row(f"recall >= {t:g} counts as stored", stored_at(runs, t), two, interval_threshold)
              for t in SENSITIVITY_THRESHOLDS if t != threshold and t <= stop_at]
     smallest_d, smallest_n = runs["n_facts"].min(), runs["n_params"].min()
-    rows.append(_fit_row("without the smallest D", runs[runs["n_facts"] > smallest_d], two))
-    rows.append(_fit_row("without the smallest N", runs[runs["n_params"] > smallest_n], two))
+    rows.append(_fit_row("without the smallest D", runs[runs["n_facts"] > smallest_d], two, interval_threshold))
+    rows.append(_fit_row("without the smallest N", runs[runs["n_params"] > smallest_n], two, interval_threshold))
     if two:
         rows.append(_fitted_row(ONE_BUDGET_CHOICE, runs, fitted.get("overhead_fit"), False))
         half = runs.assign(stored=runs["stored_at_half_budget"])
@@ -115,11 +120,13 @@ def pattern_summary(patterns: list[dict[str, Any]], threshold: float) -> dict[st
 
 def analyse(runs: pd.DataFrame, information: dict[str, Any], threshold: float, stop_at: float, *,
             power_sims: int, seed: int, patterns: list[dict[str, Any]] | None = None,
-            progress: Callable[[str], None] | None = None, alternative_sims: int | None = None) -> dict[str, Any]:
+            progress: Callable[[str], None] | None = None, alternative_sims: int | None = None,
+            interval_threshold: float | None = None) -> dict[str, Any]:
     """The memorisation grid's analyses. ``runs``: one row per run (:func:`assocmem.memorisation.cells.read_runs`),
     ``information``: the facts' information record (bits per fact), ``threshold``: the recall that counts as
     stored (<= ``stop_at``, where training stopped); ``alternative_sims``: grids per truth of the power against
-    the alternatives (default ``power_sims``, at most MAX_ALTERNATIVE_SIMS)."""
+    the alternatives (default ``power_sims``, at most MAX_ALTERNATIVE_SIMS); ``interval_threshold``: the two-budget
+    interval's critical value, stated by the config before the grid ran (default χ²₁'s)."""
     alternative_sims = min(power_sims, MAX_ALTERNATIVE_SIMS) if alternative_sims is None else alternative_sims
     runs = stored_at(runs, threshold)
     bits_per_fact = float(information["information"]["bits_per_fact"])
@@ -139,7 +146,8 @@ def analyse(runs: pd.DataFrame, information: dict[str, Any], threshold: float, s
         fit = mb.fit_storage_boundary(runs)
     except AssocmemError as err:
         return {**result, "fit": None, "reason": str(err),
-                **overhead_analysis(runs, bits_per_fact, power_sims=alternative_sims, seed=seed, progress=progress)}
+                **overhead_analysis(runs, bits_per_fact, power_sims=alternative_sims, seed=seed, progress=progress,
+                                    interval_threshold=interval_threshold)}
     if progress:
         progress(f"storage boundary b = {fit.b:.2f} [{fit.b_low:.2f}, {fit.b_high:.2f}]; simulating its power")
     k = float(np.clip(fit.k, *K_RANGE))
@@ -157,21 +165,24 @@ def analyse(runs: pd.DataFrame, information: dict[str, Any], threshold: float, s
     bits = mb.bits_per_parameter(fit, bits_per_fact, d_ref)
     bits_per_d = [dict(zip(("n_facts", "bits_per_param", "low", "high"), (d, *mb.bits_per_parameter(
         fit, bits_per_fact, d)), strict=True)) for d in fit.sizes]
-    primary = overhead_analysis(runs, bits_per_fact, power_sims=alternative_sims, seed=seed, progress=progress)
+    primary = overhead_analysis(runs, bits_per_fact, power_sims=alternative_sims, seed=seed, progress=progress,
+                                interval_threshold=interval_threshold)
     return {**result, "fit": fit.as_record(), "power": powers[0], "power_sharp": powers[1], "power_k": k,
             "can_decide": decide, "power_reason": reason, "tells_every_law_apart": tells_all,
             "every_law_reason": all_reason, "law_verdict": mb.law_verdict(fit),
             "bits_per_param": {"d": d_ref, "value": bits[0], "low": bits[1], "high": bits[2]},
             "bits_per_param_by_d": bits_per_d,
             "censored_d": [row["n_facts"] for row in result["per_d"] if row["censoring"] != "inside"],
-            "sensitivity": sensitivity(runs, threshold, stop_at, primary), **primary}
+            "sensitivity": sensitivity(runs, threshold, stop_at, primary, interval_threshold), **primary}
 
 
 def overhead_analysis(runs: pd.DataFrame, bits_per_fact: float, *, power_sims: int, seed: int,
-                      progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+                      progress: Callable[[str], None] | None = None, interval_threshold: float | None = None
+                      ) -> dict[str, Any]:
     """The primary analysis: the overhead fit with its intervals, the two-budget fit where the runs record the
-    half-budget outcome (then the primary, ``primary_model``), and the power of both against the three truths at
-    this design; ``overhead_fit`` None (with ``overhead_reason``) where the grid has no fit."""
+    half-budget outcome (then the primary, ``primary_model``; its interval and power at ``interval_threshold``,
+    default χ²₁'s), and the power of both against the three truths at this design; ``overhead_fit`` None (with
+    ``overhead_reason``) where the grid has no fit."""
     try:
         fit = bo.fit_overhead(runs)
         record = bo.overhead_record(fit, bits_per_fact)
@@ -179,7 +190,7 @@ def overhead_analysis(runs: pd.DataFrame, bits_per_fact: float, *, power_sims: i
         return {"overhead_fit": None, "overhead_reason": str(err), "alternatives": None,
                 "alternatives_can_decide": False, "alternatives_reason": f"no overhead fit: {err}"}
     record["law_verdict"] = {name: not record["b_low"] <= b <= record["b_high"] for name, b in mb.LAWS.items()}
-    two = _two_budget_fit(runs, fit.phi) if two_budgets(runs) else {}
+    two = _two_budget_fit(runs, fit.phi, interval_threshold) if two_budgets(runs) else {}
     primary = "two_budget" if two.get("two_budget_fit") else "overhead"
     if progress:
         progress(f"overhead boundary b = {record['b']:.2f} [{record['b_low']:.2f}, {record['b_high']:.2f}], "
@@ -187,7 +198,8 @@ def overhead_analysis(runs: pd.DataFrame, bits_per_fact: float, *, power_sims: i
     out = {"overhead_fit": record, **two, "primary_model": primary}
     try:
         power = pa.design_power(runs[["n_params", "n_facts", "seed"]], pa.truths(runs), n_sim=power_sims,
-                                seed=seed, two_budget=primary == "two_budget")
+                                seed=seed, two_budget=primary == "two_budget",
+                                two_budget_threshold=interval_threshold)
     except AssocmemError as err:
         return {**out, "alternatives": None, "alternatives_can_decide": False,
                 "alternatives_reason": f"no truths to simulate from this grid: {err}"}
@@ -197,9 +209,9 @@ def overhead_analysis(runs: pd.DataFrame, bits_per_fact: float, *, power_sims: i
             "alternatives_tell_every_law_apart": every, "alternatives_every_law_reason": every_reason}
 
 
-def _two_budget_fit(runs: pd.DataFrame, phi: np.ndarray) -> dict[str, Any]:
+def _two_budget_fit(runs: pd.DataFrame, phi: np.ndarray, interval_threshold: float | None) -> dict[str, Any]:
     try:
-        return {"two_budget_fit": bb.two_budget_record(bb.fit_two_budget(runs, phi))}
+        return {"two_budget_fit": bb.two_budget_record(bb.fit_two_budget(runs, phi), interval_threshold)}
     except AssocmemError as err:
         return {"two_budget_fit": None, "two_budget_reason": str(err)}
 
@@ -213,6 +225,7 @@ def headline(analysis: dict[str, Any]) -> str:
             f"{fit['b_high']:.2f}], N0 = {fit['n0']:,.0f} [{fit['n0_low']:,.0f}, {fit['n0_high']:,.0f}]; ")
     two = analysis.get("two_budget_fit") if analysis.get("primary_model") == "two_budget" else None
     if two is not None:
+        critical = f", critical value {two['threshold']:.2f} calibrated at the design" if two.get("calibrated") else ""
         line += (f"read from two budgets (primary): b = {two['b']:.2f}, 95% CI [{two['b_low']:.2f}, "
-                 f"{two['b_high']:.2f}]; ")
+                 f"{two['b_high']:.2f}]{critical}; ")
     return line + analysis["alternatives_reason"]

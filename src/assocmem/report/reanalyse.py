@@ -70,7 +70,8 @@ def reanalyse(record_file: Path, config: Path, *, commit: str, extra: tuple[Path
     runs = pd.concat(frames, ignore_index=True)
     started = time.monotonic()
     analysis = analyse(runs, {"information": {"bits_per_fact": memo["bits_per_fact"]}}, memo["threshold"],
-                       memo["stop_at_recall"], power_sims=int(sweep["power_sims"]), seed=seed)
+                       memo["stop_at_recall"], power_sims=int(sweep["power_sims"]), seed=seed,
+                       interval_threshold=sweep.get("interval_threshold"))
     verdict, reason = memorisation_verdict(analysis)
     return {"schema": "assocmem-reanalysis-v1", "source": str(record_file), "source_commit": rec["commit"],
             "source_verdict": rec["verdicts"]["memorisation"], "commit": commit,

@@ -146,6 +146,7 @@ def memorisation_config() -> dict:
     (lambda exp: exp.setdefault("sweep", {}).update(recall_threshold=0.99),
      "experiments.memo.sweep.recall_threshold: 0.99 must be a facts grid's and at most train.stop_at_recall (0.95)"),
     (lambda exp: exp["train"].update(stop_at_recall=1.5), "stop_at_recall"),
+    (lambda exp: exp.setdefault("sweep", {}).update(interval_threshold=3.0), "interval_threshold"),
     (lambda exp: exp["train"].update(max_epochs=0), "max_epochs"),
 ])
 def test_memorisation_keys_are_checked_before_any_job(edit, expected):
@@ -154,6 +155,15 @@ def test_memorisation_keys_are_checked_before_any_job(edit, expected):
     with pytest.raises(ConfigError, match=None) as err:
         validate_config(raw)
     assert expected in str(err.value)
+
+
+def test_an_interval_threshold_is_refused_outside_facts_and_defaults_to_chi_square():
+    raw = yaml.safe_load((ROOT / "config" / "test.yaml").read_text())
+    exp = next(iter(raw["experiments"].values()))
+    exp.setdefault("sweep", {})["interval_threshold"] = 5.0
+    with pytest.raises(ConfigError, match=r"sweep\.interval_threshold: the two-budget interval is a memorisation"):
+        validate_config(raw)
+    assert memorisation_config()["experiments"]["memo"]["sweep"]["interval_threshold"] is None
 
 
 def test_recall_is_refused_outside_facts():

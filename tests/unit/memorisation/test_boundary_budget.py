@@ -122,3 +122,74 @@ def test_the_power_simulation_reads_the_two_budget_fit_beside_the_others() -> No
     for model in ("overhead", "two_budget"):
         decide, reason = pa.can_decide(power, model=model)
         assert not decide and f"coverage {row[model]['coverage']:.0%}" in reason
+
+
+def _power_of(gaps_by_truth: list[np.ndarray], seed: int = 0) -> dict:
+    """A power record as design_power(keep_gaps=True) writes it, from each truth's (b̂, gap at truth, 3 law gaps)."""
+    laws = list(pa.mb.LAWS)
+    return {"seed": seed, "n_sim": len(gaps_by_truth[0]),
+            "rows": [{"family": "budget", "law": laws[i % 3], "two_budget_gaps": gaps.tolist()}
+                     for i, gaps in enumerate(gaps_by_truth)]}
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10_000), scale=st.floats(0.2, 4.0), n_sim=st.integers(20, 120),
+       failed=st.floats(0.0, 0.04))
+def test_the_calibrated_critical_value_is_the_smallest_that_covers_every_truth(seed: int, scale: float, n_sim: int,
+                                                                                failed: float) -> None:
+    """At the calibrated value every truth's grids cover in >= 95% (a failed fit never covers); any smaller value
+    above χ²'s leaves some truth below 95%; it is never below χ²'s."""
+    rng = np.random.default_rng(seed)
+    gaps = []
+    for t in range(3):
+        rows = np.column_stack([rng.normal(1.2, 0.3, n_sim), rng.chisquare(1, n_sim) * scale * (1 + t / 2),
+                                rng.chisquare(1, (n_sim, 3)) * 10])
+        rows[rng.random(n_sim) < failed, :] = np.nan
+        gaps.append(rows)
+    calibration = pa.calibrated_threshold(_power_of(gaps, seed))
+    c = calibration["threshold"]
+    covered = [np.mean(np.nan_to_num(g[:, 1], nan=np.inf) <= c) for g in gaps]
+    assert c >= bo.THRESHOLD and min(covered) >= 0.95
+    if c > bo.THRESHOLD:
+        below = np.nextafter(c, 0)
+        assert min(np.mean(np.nan_to_num(g[:, 1], nan=np.inf) <= below) for g in gaps) < 0.95
+    assert calibration["worst"]["quantile"] == max(row["quantile"] for row in calibration["per_truth"])
+
+
+def test_a_critical_value_below_chi_square_is_refused() -> None:
+    with pytest.raises(AssocmemError, match="below chi-square's 3.8415"):
+        bb.check_threshold(3.0)
+    gaps = [np.array([[1.0, 0.5, 9.0, 9.0, 9.0]] * 20)]
+    with pytest.raises(AssocmemError, match="below chi-square's"):
+        pa.at_threshold(_power_of(gaps), 2.0)
+
+
+def test_the_grids_read_again_at_chi_square_give_the_simulations_own_summary() -> None:
+    """The kept gaps are the simulation's: read at χ²'s value they give its two-budget row to the digit; at a larger
+    value coverage can only rise and exclusions only fall."""
+    ref = float(np.mean(np.log(D_GRID)))
+    truth_set = {"log_d_ref": ref, "budget_shift": [0.4, 0.2],
+                 "rows": [{"family": "budget", "law": "allen_zhu", "b": 1.0, "n0": 2000.0, "c": 4.0, "k": 20.0,
+                           "phi": [np.log(20.0), np.log(2000.0), np.log(4.0) + ref, 1.0],
+                           "shift": [0.4, 0.2], "half_shift": [0.4, 0.2]}]}
+    design = pd.DataFrame([{"n_params": n, "n_facts": d, "seed": s} for n in N_GRID[::2] for d in D_GRID
+                           for s in range(2)])
+    power = pa.design_power(design, truth_set, n_sim=4, seed=2, two_budget=True, keep_gaps=True)
+    (row,) = pa.at_threshold(power, bo.THRESHOLD)["rows"]
+    assert row["two_budget_calibrated"] == row["two_budget"] and len(row["two_budget_gaps"]) == 4
+    (wide,) = pa.at_threshold(power, 20.0)["rows"]
+    assert wide["two_budget_calibrated"]["coverage"] >= row["two_budget"]["coverage"]
+    assert all(wide["two_budget_calibrated"]["excludes"][law] <= share
+               for law, share in row["two_budget"]["excludes"].items())
+    assert power["two_budget_threshold"] == bo.THRESHOLD
+    assert "two_budget_gaps" not in pa.design_power(design, truth_set, n_sim=1, seed=2, two_budget=True)["rows"][0]
+
+
+def test_a_larger_critical_value_widens_the_interval_and_is_recorded() -> None:
+    runs = two_budget_grid(2000.0, 4.0, 1.0, k=8.0, shift=(0.1, 1.2), lam=0.5, seeds=3, seed=5)
+    fit = bb.fit_two_budget(runs)
+    chi2, wide = bb.two_budget_record(fit), bb.two_budget_record(fit, 6.0)
+    assert wide["b_low"] < chi2["b_low"] < chi2["b_high"] < wide["b_high"]
+    assert (chi2["threshold"], chi2["calibrated"]) == (bo.THRESHOLD, False)
+    assert (wide["threshold"], wide["calibrated"]) == (6.0, True)
+    assert fit.gap_at_b(wide["b_low"]) == pytest.approx(6.0, abs=0.05)
