@@ -281,7 +281,7 @@ def test_the_decisive_design_is_its_config_and_its_recorded_cost_is_todays() -> 
     cost = decisive.cost(runs, power_alternatives.truths(runs))
     assert cost["by_truth"] == pytest.approx(rec["cost"]["by_truth"])
     section = _section("The memorisation grid")
-    assert rec["commit"] in section and rec["analysis"] == decisive.ANALYSIS == "two_budget"
+    assert rec["commit"] in section and rec["analysis"] == decisive.ANALYSIS == "two_budget_calibrated"
     assert rec["n_sim"] == decisive.SIMULATIONS == exp[next(iter(exp))]["sweep"]["power_sims"]
     assert ("**It decides" if rec["can_decide"] else "**It does not decide") in section
     today, recorded = decisive.record_fit(runs), rec["record_fit"]
@@ -289,11 +289,50 @@ def test_the_decisive_design_is_its_config_and_its_recorded_cost_is_todays() -> 
     assert [today[k] for k in keys] == pytest.approx([recorded[k] for k in keys], rel=1e-4)
     shorter = _load("memorisation_decisive_power_2p6m.json")  # the 12-size column it replaced, same simulation
     assert shorter["n_params"] == list(decisive.N_PARAMS[:12]) and shorter["n_sim"] == rec["n_sim"]
-    for row, old in zip(rec["power"]["rows"], shorter["power"]["rows"], strict=True):  # the table quotes both
+    for row in rec["power"]["rows"]:  # the table quotes the judged grids at both critical values
         quoted = f"| {power_alternatives.FAMILY_LABELS[row['family']]} | {row['b']:.3g} |"
         cells = next(text for text in section.splitlines() if text.startswith(quoted)).split(" | ")
-        assert cells[2:4] == [f"{row['two_budget']['coverage']:.1%}", f"{row['overhead']['coverage']:.1%}"]
-        assert cells[5] == f"{old['two_budget']['coverage']:.1%}"
+        models = ("two_budget_calibrated", "two_budget", "overhead")
+        assert cells[2:5] == [f"{row[model]['coverage']:.1%}" for model in models]
+        for cell, model in zip(cells[5:7], models[:2], strict=True):
+            assert cell.strip(" |") == "; ".join(f"{LAW_B[law]}: {share:.1%}"
+                                                 for law, share in row[model]["excludes"].items())
+
+
+LAW_B = {"allen_zhu": "1", "kaplan": "1.35", "paper": "2"}
+
+
+def test_the_decisive_critical_value_is_read_from_its_own_grids_and_judged_on_others() -> None:
+    """The record's calibrated critical value is the one today's rule reads from its calibration grids' gaps (kept
+    in the gaps table), the judged grids' summaries at it and at χ²'s are today's reading of their gaps, the config
+    states the value (rounded up) before the column runs, and docs/results.md quotes it."""
+    from assocmem.memorisation import decisive, power_alternatives
+
+    rec = _load("memorisation_decisive_power.json")
+    gaps = pd.read_csv(ROOT / rec["gaps"])
+    assert rec["calibration_seed"] != rec["seed"] and rec["calibration"]["seed"] == decisive.CALIBRATION_SEED
+
+    def power_of(grids: str) -> dict:
+        table = gaps[gaps["grids"] == grids]
+        rows = [{"family": family, "law": law, "two_budget_gaps": group.sort_values("grid")[
+            ["b_hat", "gap_at_truth", "gap_at_allen_zhu", "gap_at_kaplan", "gap_at_paper"]].to_numpy().tolist()}
+            for (family, law), group in table.groupby(["family", "law"], sort=False)]
+        return {"seed": int(table["seed"].iloc[0]), "n_sim": rec["n_sim"], "rows": rows}
+
+    calibration = power_alternatives.calibrated_threshold(power_of("calibration"))
+    assert calibration["threshold"] == rec["calibration"]["threshold"]
+    assert calibration["seed"] == rec["calibration_seed"]
+    judged = power_alternatives.at_threshold(power_of("judged"), calibration["threshold"])
+    at_chi2 = power_alternatives.at_threshold(power_of("judged"), power_alternatives.bo.THRESHOLD)
+    for row, chi2, recorded in zip(judged["rows"], at_chi2["rows"], rec["power"]["rows"], strict=True):
+        assert (row["family"], row["law"]) == (recorded["family"], recorded["law"])
+        assert row["two_budget_calibrated"] == recorded["two_budget_calibrated"]
+        assert chi2["two_budget_calibrated"] == recorded["two_budget"]
+    spec = next(iter(yaml.safe_load((ROOT / "config" / "memorisation_decisive.yaml").read_text())["experiments"]
+                     .values()))
+    stated = spec["sweep"]["interval_threshold"]
+    assert calibration["threshold"] <= stated < calibration["threshold"] + 0.01
+    assert f"**{stated:.2f}**" in _section("The memorisation grid")
 
 
 def test_the_budget_check_is_todays_comparison_of_the_two_records_and_results_md_quotes_it() -> None:

@@ -215,6 +215,27 @@ def test_the_two_budget_fit_is_primary_where_the_runs_record_both_budgets(grids)
     assert row["numbers"]["two_budget_b"] == two["b"] and "(read from two budgets)" in row["ours_tex"]
 
 
+def test_a_critical_value_the_config_states_widens_the_primary_interval_and_is_named(grids) -> None:
+    """sweep.interval_threshold (calibrated at the design before the grid runs): the two-budget interval, its
+    sensitivity rows and its power simulation read it; the report and the headline name it."""
+    from assocmem.memorisation.analysis import _fit_row, headline, overhead_analysis
+    from assocmem.memorisation.cells import stored_at
+    from assocmem.report.memorisation import two_budget_paragraph
+
+    b, n_values, seeds, k, offset, seed = GRIDS["b2"]
+    runs = stored_at(simulate_runs(b, n_values, seeds, k, offset=offset, seed=seed), 0.9)  # as analyse reads them
+    wide = {**grids["b2"], **overhead_analysis(runs, 8.0, power_sims=1, seed=0, interval_threshold=6.0)}
+    fit, chi2 = wide["two_budget_fit"], grids["b2"]["two_budget_fit"]
+    assert fit["b"] == pytest.approx(chi2["b"]) and fit["threshold"] == 6.0 and fit["calibrated"]
+    assert fit["b_low"] < chi2["b_low"] and fit["b_high"] > chi2["b_high"] and not chi2["calibrated"]
+    assert wide["alternatives"]["two_budget_threshold"] == 6.0
+    row = _fit_row("primary", runs, two_budget=True, interval_threshold=6.0)
+    assert (row["low"], row["high"]) == pytest.approx((fit["b_low"], fit["b_high"]), abs=1e-3)
+    assert "6.00 excludes: the critical value calibrated at this design" in two_budget_paragraph(wide)
+    assert "3.84 excludes at 95%" in two_budget_paragraph(grids["b2"])
+    assert "critical value 6.00 calibrated at the design" in headline(wide)
+
+
 def test_an_n_span_below_the_d_span_squared_is_not_testable(grids) -> None:
     narrow = powered(grids["b1"])  # as if the grid's N spanned 40x only (power aside)
     narrow.update(n_span=40.0, n_span_covers_d_squared=False)
