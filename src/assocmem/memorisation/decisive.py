@@ -130,6 +130,31 @@ def simulate_both(n_sim: int, workers: int = 2) -> tuple[dict[str, Any], dict[st
     return judged, calibration
 
 
+def critical_value_sensitivity(judged: dict[str, Any], calibration_power: dict[str, Any]) -> list[dict[str, Any]]:
+    """The decision read at other critical values, all on the judged grids: χ²'s, the value calibrated to the rule's
+    90% floor instead of the nominal 95%, the stated one and the ends of its sampling interval. Not a choice among
+    them (the stated one decides): what would change the decision."""
+    stated = pa.calibrated_threshold(calibration_power)
+    floor = pa.calibrated_threshold(calibration_power, level=pa.MIN_COVERAGE)
+    choices = [("chi-square, 95%", pa.bo.THRESHOLD), ("calibrated to 90% coverage", floor["threshold"]),
+               ("calibrated to 95% coverage (stated)", stated["threshold"]),
+               ("its 90% sampling interval, low end", stated["threshold_interval"][0]),
+               ("its 90% sampling interval, high end", stated["threshold_interval"][1])]
+    rows = []
+    for choice, value in choices:
+        if not np.isfinite(value):
+            rows.append({"choice": choice, "threshold": value, "can_decide": False, "reason": "unbounded"})
+            continue
+        power = pa.at_threshold(judged, value, model="at")
+        rows.append({"choice": choice, "threshold": value,
+                     "min_coverage": min(row["at"]["coverage"] for row in power["rows"]),
+                     "weakest_paper_exclusion": min(row["at"]["excludes"][other] for row in power["rows"]
+                                                    for true, other in mb.PAPER_PAIRS if row["law"] == true),
+                     **dict(zip(("can_decide", "reason"), pa.can_decide(power, mb.PAPER_PAIRS, model="at"),
+                                strict=True))})
+    return rows
+
+
 def gap_table(power: dict[str, Any], grids: str) -> pd.DataFrame:
     """One row per simulated grid: its truth, the two-budget fit's b̂ and profile gaps at the truth and each law."""
     frames = []
@@ -161,6 +186,7 @@ def compute(n_sim: int = SIMULATIONS) -> tuple[dict[str, Any], pd.DataFrame]:
               "calibration_seed": CALIBRATION_SEED, "simulation_s": round(time.monotonic() - started, 1),
               "analysis": ANALYSIS, **decision(power, ANALYSIS), "calibration": calibration,
               "chi2": decision(power, "two_budget"), "one_budget": decision(power, "overhead"),
+              "critical_value_sensitivity": critical_value_sensitivity(judged, calibration_power),
               "power": _without_gaps(power), "calibration_power": _without_gaps(calibration_power),
               "cost": cost(recorded, truth_set), "record_fit": record_fit(recorded),
               "gaps": str(GAPS.relative_to(ROOT))}

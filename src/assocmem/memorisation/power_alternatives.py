@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import special
+from scipy import special, stats
 
 from assocmem.errors import AssocmemError
 from assocmem.memorisation import boundary as mb
@@ -198,22 +198,37 @@ def design_power(design: pd.DataFrame, truth_set: dict[str, Any], *, n_sim: int,
             "runs": len(design), "two_budget_threshold": threshold if two_budget else None, "rows": rows}
 
 
-def calibrated_threshold(power: dict[str, Any], level: float = bo.LEVEL) -> dict[str, Any]:
+def calibrated_threshold(power: dict[str, Any], level: float = bo.LEVEL, confidence: float = 0.9) -> dict[str, Any]:
     """The critical value for the two-budget profile gap that covers the truth in ``level`` of the grids under
     every truth of ``power`` (simulated with ``keep_gaps``): per truth the smallest c with gap(b_true) <= c in at
     least ``level`` of its grids (a failed fit never covers), the largest of them over the truths (the truths are
     the nuisance a referee names: the interval must hold under each), never below χ²₁'s (calibration only
     widens). Stated before it is used: it is read from its own simulated grids (``power``'s seed) and judged on
-    others (:func:`at_threshold`)."""
+    others (:func:`at_threshold`). Its sampling uncertainty, ``threshold_interval``: per truth the distribution-free
+    order-statistic interval of the ``level`` quantile at ``confidence``, the largest ends over the truths."""
     per_truth = []
     for row in power["rows"]:
         gaps = np.array(row["two_budget_gaps"], dtype=float)
-        at_truth = np.where(np.isnan(gaps[:, 0]), np.inf, gaps[:, 1])
+        at_truth = np.sort(np.where(np.isnan(gaps[:, 0]), np.inf, gaps[:, 1]))
         need = int(np.ceil(level * at_truth.size - 1e-9))  # grids that must cover (1e-9: 0.95 × 20 is 19.000…04)
-        per_truth.append({"family": row["family"], "law": row["law"], "quantile": float(np.sort(at_truth)[need - 1])})
+        low, high = _quantile_ranks(at_truth.size, level, confidence)
+        upper = float(at_truth[high - 1]) if high <= at_truth.size else float("inf")
+        per_truth.append({"family": row["family"], "law": row["law"], "quantile": float(at_truth[need - 1]),
+                          "interval": [float(at_truth[low - 1]), upper]})
     worst = max(per_truth, key=lambda r: r["quantile"])
+    ends = [max(bo.THRESHOLD, *(r["interval"][i] for r in per_truth)) for i in (0, 1)]
     return {"threshold": max(bo.THRESHOLD, worst["quantile"]), "level": level, "seed": power["seed"],
-            "n_sim": power["n_sim"], "chi2_threshold": bo.THRESHOLD, "worst": worst, "per_truth": per_truth}
+            "n_sim": power["n_sim"], "chi2_threshold": bo.THRESHOLD, "worst": worst, "threshold_interval": ends,
+            "confidence": confidence, "per_truth": per_truth}
+
+
+def _quantile_ranks(n: int, level: float, confidence: float) -> tuple[int, int]:
+    """1-based ranks (r, s) with P(x_(r) <= q_level <= x_(s)) >= ``confidence`` for n draws (binomial counts);
+    s = n + 1 where too few draws bound it above."""
+    tail = (1 - confidence) / 2
+    low = int(stats.binom.ppf(tail, n, level))
+    high = int(stats.binom.ppf(1 - tail, n, level)) + 1
+    return max(low, 1), high
 
 
 def at_threshold(power: dict[str, Any], threshold: float, model: str = "two_budget_calibrated") -> dict[str, Any]:

@@ -124,46 +124,6 @@ def test_the_power_simulation_reads_the_two_budget_fit_beside_the_others() -> No
         assert not decide and f"coverage {row[model]['coverage']:.0%}" in reason
 
 
-def _power_of(gaps_by_truth: list[np.ndarray], seed: int = 0) -> dict:
-    """A power record as design_power(keep_gaps=True) writes it, from each truth's (b̂, gap at truth, 3 law gaps)."""
-    laws = list(pa.mb.LAWS)
-    return {"seed": seed, "n_sim": len(gaps_by_truth[0]),
-            "rows": [{"family": "budget", "law": laws[i % 3], "two_budget_gaps": gaps.tolist()}
-                     for i, gaps in enumerate(gaps_by_truth)]}
-
-
-@settings(max_examples=40, deadline=None)
-@given(seed=st.integers(0, 10_000), scale=st.floats(0.2, 4.0), n_sim=st.integers(20, 120),
-       failed=st.floats(0.0, 0.04))
-def test_the_calibrated_critical_value_is_the_smallest_that_covers_every_truth(seed: int, scale: float, n_sim: int,
-                                                                                failed: float) -> None:
-    """At the calibrated value every truth's grids cover in >= 95% (a failed fit never covers); any smaller value
-    above χ²'s leaves some truth below 95%; it is never below χ²'s."""
-    rng = np.random.default_rng(seed)
-    gaps = []
-    for t in range(3):
-        rows = np.column_stack([rng.normal(1.2, 0.3, n_sim), rng.chisquare(1, n_sim) * scale * (1 + t / 2),
-                                rng.chisquare(1, (n_sim, 3)) * 10])
-        rows[rng.random(n_sim) < failed, :] = np.nan
-        gaps.append(rows)
-    calibration = pa.calibrated_threshold(_power_of(gaps, seed))
-    c = calibration["threshold"]
-    covered = [np.mean(np.nan_to_num(g[:, 1], nan=np.inf) <= c) for g in gaps]
-    assert c >= bo.THRESHOLD and min(covered) >= 0.95
-    if c > bo.THRESHOLD:
-        below = np.nextafter(c, 0)
-        assert min(np.mean(np.nan_to_num(g[:, 1], nan=np.inf) <= below) for g in gaps) < 0.95
-    assert calibration["worst"]["quantile"] == max(row["quantile"] for row in calibration["per_truth"])
-
-
-def test_a_critical_value_below_chi_square_is_refused() -> None:
-    with pytest.raises(AssocmemError, match="below chi-square's 3.8415"):
-        bb.check_threshold(3.0)
-    gaps = [np.array([[1.0, 0.5, 9.0, 9.0, 9.0]] * 20)]
-    with pytest.raises(AssocmemError, match="below chi-square's"):
-        pa.at_threshold(_power_of(gaps), 2.0)
-
-
 def test_the_grids_read_again_at_chi_square_give_the_simulations_own_summary() -> None:
     """The kept gaps are the simulation's: read at χ²'s value they give its two-budget row to the digit; at a larger
     value coverage can only rise and exclusions only fall."""
