@@ -314,9 +314,10 @@ def test_the_decisive_critical_value_is_read_from_its_own_grids_and_judged_on_ot
 
     def power_of(grids: str) -> dict:
         table = gaps[gaps["grids"] == grids]
-        rows = [{"family": family, "law": law, "two_budget_gaps": group.sort_values("grid")[
-            ["b_hat", "gap_at_truth", "gap_at_allen_zhu", "gap_at_kaplan", "gap_at_paper"]].to_numpy().tolist()}
-            for (family, law), group in table.groupby(["family", "law"], sort=False)]
+        columns = ["b_hat", "gap_at_truth", "gap_at_allen_zhu", "gap_at_kaplan", "gap_at_paper"]
+        rows = [{"family": family, "law": law, "b": rec["power"]["rows"][i]["b"],
+                 "two_budget_gaps": group.sort_values("grid")[columns].to_numpy().tolist()}
+                for i, ((family, law), group) in enumerate(table.groupby(["family", "law"], sort=False))]
         return {"seed": int(table["seed"].iloc[0]), "n_sim": rec["n_sim"], "rows": rows}
 
     calibration = power_alternatives.calibrated_threshold(power_of("calibration"))
@@ -332,7 +333,16 @@ def test_the_decisive_critical_value_is_read_from_its_own_grids_and_judged_on_ot
                      .values()))
     stated = spec["sweep"]["interval_threshold"]
     assert calibration["threshold"] <= stated < calibration["threshold"] + 0.01
-    assert f"**{stated:.2f}**" in _section("The memorisation grid")
+    section = _section("The memorisation grid")
+    assert f"**{stated:.2f}**" in section
+    assert calibration["threshold_interval"] == rec["calibration"]["threshold_interval"]
+    low, high = calibration["threshold_interval"]
+    assert f"is {low:.2f}–{high:.2f}" in section
+    sensitivity = decisive.critical_value_sensitivity(power_of("judged"), power_of("calibration"))
+    assert sensitivity == rec["critical_value_sensitivity"]
+    for row in sensitivity:  # the sensitivity table quotes every row
+        assert (f"| {row['choice']} | {row['threshold']:.2f} | {row['min_coverage']:.1%} | "
+                f"{row['weakest_paper_exclusion']:.1%} | {'yes' if row['can_decide'] else 'no'} |") in section
 
 
 def test_the_budget_check_is_todays_comparison_of_the_two_records_and_results_md_quotes_it() -> None:
