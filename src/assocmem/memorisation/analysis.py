@@ -51,7 +51,7 @@ def _fit_row(choice: str, runs: pd.DataFrame, two_budget: bool = False,
         if two_budget:
             fit = bb.fit_two_budget(runs)
             b = float(fit.theta[bb.B_INDEX])
-            low, high = fit.b_interval(bo.THRESHOLD if interval_threshold is None else interval_threshold)
+            low, high = fit.b_interval(interval_threshold)
         else:
             fit = bo.fit_overhead(runs)
             b = fit.b

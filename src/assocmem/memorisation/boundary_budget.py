@@ -66,8 +66,11 @@ class BudgetData:
         return [*_full_outcomes(self).bounds, shift, shift, (0.0, 1.0)]
 
 
-def check_threshold(threshold: float) -> float:
-    """A critical value for the profile gap: calibration only widens the interval, so never below χ²₁'s."""
+def check_threshold(threshold: float | None) -> float:
+    """A critical value for the profile gap, None for χ²₁'s 95% point: calibration only widens the interval, so
+    never below it."""
+    if threshold is None:
+        return bo.THRESHOLD
     if not np.isfinite(threshold) or threshold < bo.THRESHOLD - 1e-9:
         raise AssocmemError(f"two-budget interval: critical value {threshold} is below chi-square's "
                             f"{bo.THRESHOLD:.4f} (a calibrated interval only widens)")
@@ -168,9 +171,11 @@ class BudgetFit:
     def gap_at_b(self, b: float) -> float:
         return gap_b(self.data, self.loglik, b, self.theta)[0]
 
-    def b_interval(self, threshold: float = bo.THRESHOLD) -> tuple[float, float]:
-        """The b where the profile gap reaches ``threshold``: χ²₁'s 95% point, or a critical value calibrated at
-        the design (:func:`assocmem.memorisation.power_alternatives.calibrated_threshold`), never below it."""
+    def b_interval(self, threshold: float | None = None) -> tuple[float, float]:
+        """The b where the profile gap reaches ``threshold``: χ²₁'s 95% point (None), or a critical value
+        calibrated at the design (:func:`assocmem.memorisation.power_alternatives.calibrated_threshold`), never
+        below it."""
+        threshold = check_threshold(threshold)
         def gap(b: float, warm: np.ndarray) -> tuple[float, np.ndarray]:
             return gap_b(self.data, self.loglik, b, warm)
 
@@ -227,7 +232,7 @@ def two_budget_record(fit: BudgetFit, threshold: float | None = None) -> dict[st
     """The fit as JSON-ready numbers: b with its interval over λ in [0, 1] (the profile gap below ``threshold``,
     default χ²₁'s 95% point), b at each end of λ, the half-to-full budget shift at the grid's smallest and largest
     D, the gap at each law's b and the interval rule per law."""
-    threshold = bo.THRESHOLD if threshold is None else check_threshold(threshold)
+    threshold = check_threshold(threshold)
     low, high = fit.b_interval(threshold)
     at_zero, at_one = b_range_over_lambda(fit)
     d_ends = np.exp(np.array([fit.data.z.min(), fit.data.z.max()]) + fit.data.log_d_ref)

@@ -130,11 +130,12 @@ def simulate_both(n_sim: int, workers: int = 2) -> tuple[dict[str, Any], dict[st
     return judged, calibration
 
 
-def critical_value_sensitivity(judged: dict[str, Any], calibration_power: dict[str, Any]) -> list[dict[str, Any]]:
+def critical_value_sensitivity(judged: dict[str, Any], calibration_power: dict[str, Any],
+                               stated: dict[str, Any]) -> list[dict[str, Any]]:
     """The decision read at other critical values, all on the judged grids: χ²'s, the value calibrated to the rule's
-    90% floor instead of the nominal 95%, the stated one and the ends of its sampling interval. Not a choice among
-    them (the stated one decides): what would change the decision."""
-    stated = pa.calibrated_threshold(calibration_power)
+    90% floor instead of the nominal 95%, the stated one (``stated``: :func:`pa.calibrated_threshold` of
+    ``calibration_power``) and the ends of its sampling interval. Not a choice among them (the stated one decides):
+    what would change the decision."""
     floor = pa.calibrated_threshold(calibration_power, level=pa.MIN_COVERAGE)
     choices = [("chi-square, 95%", pa.bo.THRESHOLD), ("calibrated to 90% coverage", floor["threshold"]),
                ("calibrated to 95% coverage (stated)", stated["threshold"]),
@@ -186,7 +187,7 @@ def compute(n_sim: int = SIMULATIONS) -> tuple[dict[str, Any], pd.DataFrame]:
               "calibration_seed": CALIBRATION_SEED, "simulation_s": round(time.monotonic() - started, 1),
               "analysis": ANALYSIS, **decision(power, ANALYSIS), "calibration": calibration,
               "chi2": decision(power, "two_budget"), "one_budget": decision(power, "overhead"),
-              "critical_value_sensitivity": critical_value_sensitivity(judged, calibration_power),
+              "critical_value_sensitivity": critical_value_sensitivity(judged, calibration_power, calibration),
               "power": _without_gaps(power), "calibration_power": _without_gaps(calibration_power),
               "cost": cost(recorded, truth_set), "record_fit": record_fit(recorded),
               "gaps": str(GAPS.relative_to(ROOT))}

@@ -177,7 +177,7 @@ def design_power(design: pd.DataFrame, truth_set: dict[str, Any], *, n_sim: int,
     rounded to 1e-6), which :func:`calibrated_threshold` and :func:`at_threshold` read."""
     if n_sim < 1:
         raise AssocmemError(f"power against the alternatives: n_sim must be >= 1, got {n_sim}")
-    threshold = bo.THRESHOLD if two_budget_threshold is None else bb.check_threshold(two_budget_threshold)
+    threshold = bb.check_threshold(two_budget_threshold)
     rng = np.random.default_rng(seed)
     rows = []
     for truth in (t for t in truth_set["rows"] if t["family"] in families):

@@ -338,7 +338,7 @@ def test_the_decisive_critical_value_is_read_from_its_own_grids_and_judged_on_ot
     assert calibration["threshold_interval"] == rec["calibration"]["threshold_interval"]
     low, high = calibration["threshold_interval"]
     assert f"is {low:.2f}–{high:.2f}" in section
-    sensitivity = decisive.critical_value_sensitivity(power_of("judged"), power_of("calibration"))
+    sensitivity = decisive.critical_value_sensitivity(power_of("judged"), power_of("calibration"), calibration)
     assert sensitivity == rec["critical_value_sensitivity"]
     for row in sensitivity:  # the sensitivity table quotes every row
         assert (f"| {row['choice']} | {row['threshold']:.2f} | {row['min_coverage']:.1%} | "

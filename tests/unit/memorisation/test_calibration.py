@@ -85,7 +85,9 @@ def test_the_decision_is_read_at_each_other_critical_value_on_the_judged_grids()
             rows.append({"family": "budget", "law": law, "b": pa.mb.LAWS[law], "two_budget_gaps": gaps.tolist()})
         return {"seed": seed, "n_sim": 200, "rows": rows}
 
-    rows = {row["choice"]: row for row in decisive.critical_value_sensitivity(power(38), power(39))}
+    calibration = power(39)
+    stated = pa.calibrated_threshold(calibration)
+    rows = {row["choice"]: row for row in decisive.critical_value_sensitivity(power(38), calibration, stated)}
     chi2, stated = rows["chi-square, 95%"], rows["calibrated to 95% coverage (stated)"]
     assert chi2["threshold"] == bo.THRESHOLD and chi2["weakest_paper_exclusion"] == 1.0
     assert stated["threshold"] > 5.5 and stated["weakest_paper_exclusion"] == 0.0 and not stated["can_decide"]
