@@ -277,11 +277,14 @@ def test_the_decisive_design_is_its_config_and_its_recorded_cost_is_todays() -> 
     assert sizes == rec["n_params"] == list(decisive.N_PARAMS)
     facts = spec["dataset"]["facts"]["count"]
     assert sorted(round(facts * f) for f in spec["subsets"]["fractions"]) == rec["n_facts"]
+    assert spec["sweep"]["seeds"] == rec["seeds"] == decisive.SEEDS
+    assert rec["new_runs"] == len(sizes) * len(rec["n_facts"]) * rec["seeds"]
     runs = decisive.recorded_runs()
     cost = decisive.cost(runs, power_alternatives.truths(runs))
     assert cost["by_truth"] == pytest.approx(rec["cost"]["by_truth"])
     section = _section("The memorisation grid")
     assert rec["commit"] in section and rec["analysis"] == decisive.ANALYSIS == "two_budget_calibrated"
+    assert f"× {rec['seeds']} seeds = {rec['new_runs']} runs" in section
     assert rec["n_sim"] == decisive.SIMULATIONS == exp[next(iter(exp))]["sweep"]["power_sims"]
     assert ("**It decides" if rec["can_decide"] else "**It does not decide") in section
     today, recorded = decisive.record_fit(runs), rec["record_fit"]
@@ -302,15 +305,12 @@ def test_the_decisive_design_is_its_config_and_its_recorded_cost_is_todays() -> 
 LAW_B = {"allen_zhu": "1", "kaplan": "1.35", "paper": "2"}
 
 
-def test_the_decisive_critical_value_is_read_from_its_own_grids_and_judged_on_others() -> None:
-    """The record's calibrated critical value is the one today's rule reads from its calibration grids' gaps (kept
-    in the gaps table), the judged grids' summaries at it and at χ²'s are today's reading of their gaps, the config
-    states the value (rounded up) before the column runs, and docs/results.md quotes it."""
+def _recheck_calibration(rec: dict, gaps: pd.DataFrame) -> dict:
+    """Today's rule read from a decisive record's kept gaps: its calibrated value, the judged grids' summaries at it
+    and at χ²'s, and its critical-value sensitivity, each equal to the record's; returns the calibration."""
     from assocmem.memorisation import decisive, power_alternatives
 
-    rec = _load("memorisation_decisive_power.json")
-    gaps = pd.read_csv(ROOT / rec["gaps"])
-    assert rec["calibration_seed"] != rec["seed"] and rec["calibration"]["seed"] == decisive.CALIBRATION_SEED
+    assert rec["calibration_seed"] != rec["seed"]
 
     def power_of(grids: str) -> dict:
         table = gaps[gaps["grids"] == grids]
@@ -323,26 +323,52 @@ def test_the_decisive_critical_value_is_read_from_its_own_grids_and_judged_on_ot
     calibration = power_alternatives.calibrated_threshold(power_of("calibration"))
     assert calibration["threshold"] == rec["calibration"]["threshold"]
     assert calibration["seed"] == rec["calibration_seed"]
+    assert calibration["threshold_interval"] == rec["calibration"]["threshold_interval"]
     judged = power_alternatives.at_threshold(power_of("judged"), calibration["threshold"])
     at_chi2 = power_alternatives.at_threshold(power_of("judged"), power_alternatives.bo.THRESHOLD)
     for row, chi2, recorded in zip(judged["rows"], at_chi2["rows"], rec["power"]["rows"], strict=True):
         assert (row["family"], row["law"]) == (recorded["family"], recorded["law"])
         assert row["two_budget_calibrated"] == recorded["two_budget_calibrated"]
         assert chi2["two_budget_calibrated"] == recorded["two_budget"]
+    sensitivity = decisive.critical_value_sensitivity(power_of("judged"), power_of("calibration"), calibration)
+    assert sensitivity == rec["critical_value_sensitivity"]
+    return calibration
+
+
+def test_the_decisive_critical_value_is_read_from_its_own_grids_and_judged_on_others() -> None:
+    """The record's calibrated critical value is the one today's rule reads from its calibration grids' gaps (kept
+    in the gaps table), the judged grids' summaries at it and at χ²'s are today's reading of their gaps, the config
+    states the value (rounded up) before the column runs, and docs/results.md quotes it."""
+    from assocmem.memorisation import decisive
+
+    rec = _load("memorisation_decisive_power.json")
+    assert rec["seed"] == decisive.SEED and rec["calibration_seed"] == decisive.CALIBRATION_SEED
+    calibration = _recheck_calibration(rec, pd.read_csv(ROOT / rec["gaps"]))
     spec = next(iter(yaml.safe_load((ROOT / "config" / "memorisation_decisive.yaml").read_text())["experiments"]
                      .values()))
     stated = spec["sweep"]["interval_threshold"]
     assert calibration["threshold"] <= stated < calibration["threshold"] + 0.01
     section = _section("The memorisation grid")
     assert f"**{stated:.2f}**" in section
-    assert calibration["threshold_interval"] == rec["calibration"]["threshold_interval"]
     low, high = calibration["threshold_interval"]
     assert f"is {low:.2f}–{high:.2f}" in section
-    sensitivity = decisive.critical_value_sensitivity(power_of("judged"), power_of("calibration"), calibration)
-    assert sensitivity == rec["critical_value_sensitivity"]
-    for row in sensitivity:  # the sensitivity table quotes every row
+    for row in rec["critical_value_sensitivity"]:  # the sensitivity table quotes every row
         assert (f"| {row['choice']} | {row['threshold']:.2f} | {row['min_coverage']:.1%} | "
                 f"{row['weakest_paper_exclusion']:.1%} | {'yes' if row['can_decide'] else 'no'} |") in section
+
+
+def test_the_three_seed_decisive_record_is_todays_reading_of_its_gaps_and_results_md_quotes_why_it_was_replaced(
+) -> None:
+    """The 3-seed design the 5-seed one replaced (record at c950160, its gaps kept beside it): today's rule reads the
+    same calibrated value and the same failed decision from its gaps, and docs/results.md quotes them."""
+    rec = _load("memorisation_decisive_power_3seeds.json")
+    assert rec["seeds"] == 3 and not rec["can_decide"]
+    calibration = _recheck_calibration(rec, pd.read_csv(RECORDS / "memorisation_decisive_gaps_3seeds.csv"))
+    stated = next(row for row in rec["critical_value_sensitivity"] if row["choice"].endswith("(stated)"))
+    section = _section("The memorisation grid")
+    assert rec["commit"] in section
+    assert (f"{calibration['threshold']:.2f}" in section
+            and f"{stated['weakest_paper_exclusion']:.1%}" in section)
 
 
 def test_the_budget_check_is_todays_comparison_of_the_two_records_and_results_md_quotes_it() -> None:
