@@ -290,6 +290,11 @@ def test_the_decisive_design_is_its_config_and_its_recorded_cost_is_todays() -> 
     today, recorded = decisive.record_fit(runs), rec["record_fit"]
     keys = ("b", "b_low", "b_high", "b_at_lambda_0", "b_at_lambda_1", "k")
     assert [today[k] for k in keys] == pytest.approx([recorded[k] for k in keys], rel=1e-4)
+    stacked = pd.read_json(ROOT / "benchmarks" / "records" / "gpu-check-2026-11-26-h200" / "stacked_g5_k16.jsonl",
+                           lines=True).query("bench == 'stacked'")["stacked_replica_steps_per_s"].median()
+    steps = [row["steps"] for row in rec["cost"]["by_truth"]]
+    assert (f"{stacked:,.0f} replica-steps/s" in section
+            and f"{min(steps) / stacked / 3600:.1f}–{max(steps) / stacked / 3600:.1f}\n  hours" in section)
     shorter = _load("memorisation_decisive_power_2p6m.json")  # the 12-size column it replaced, same simulation
     assert shorter["n_params"] == list(decisive.N_PARAMS[:12]) and shorter["n_sim"] == rec["n_sim"]
     for row in rec["power"]["rows"]:  # the table quotes the judged grids at both critical values
