@@ -13,7 +13,10 @@ of most rows). The two-budget interval is read at a critical value calibrated at
 value under which the profile gap at the truth stays in 95% of the grids of every truth, read from 200 grids a
 truth drawn at CALIBRATION_SEED (:func:`assocmem.memorisation.power_alternatives.calibrated_threshold`), then
 judged on the SEED grids, which it never saw (the χ² reading of the same grids beside it, ``chi2``). The column's
-config states that value (``sweep.interval_threshold``) before it runs. The grids' gaps are kept in GAPS. It also
+config states that value (``sweep.interval_threshold``) before it runs. The grids' gaps are kept in GAPS. A
+replication (``--replication``) repeats the calibration and the judgement at two other seeds (REPLICATION_SEEDS),
+written beside the record (REPLICATION, REPLICATION_GAPS): not a second chance at the decision (the stated seeds'
+record decides), the spread of the decision over the simulation's own sampling. It also
 estimates the column's cost: steps per run from the exposure budget (a run below the boundary trains its
 whole budget, one above it the share of its budget that the recorded stored runs used), CPU seconds per step from
 the record's own per-run times (linear in N, one thread; extrapolated ~45× beyond the largest recorded model, so a
@@ -21,10 +24,12 @@ rough guide), GPU seconds per step from /work/shared/gpu/README.md (5.76 ms for 
 H200; 16 processes at once give 5.0× the throughput). Written, not run:
 
     python -m assocmem.memorisation.decisive   # docs/results/memorisation_decisive_power.json and _gaps.csv
+    python -m assocmem.memorisation.decisive --replication   # ..._replication.json and _gaps_replication.csv
 """
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import json
 import re
@@ -47,6 +52,8 @@ ROOT = Path(__file__).resolve().parents[3]
 SOURCE = ROOT / "docs" / "results" / "memorisation.json"
 RECORD = ROOT / "docs" / "results" / "memorisation_decisive_power.json"
 GAPS = ROOT / "docs" / "results" / "memorisation_decisive_gaps.csv"
+REPLICATION = ROOT / "docs" / "results" / "memorisation_decisive_power_replication.json"
+REPLICATION_GAPS = ROOT / "docs" / "results" / "memorisation_decisive_gaps_replication.csv"
 CONFIG = ROOT / "config" / "memorisation_decisive.yaml"
 # the 15 model sizes of config/memorisation_decisive.yaml (2 layers, 4 heads, d_model 32 ... 624; vocabulary 37)
 N_PARAMS = (26976, 41400, 58896, 103104, 159600, 228384, 354600, 508464, 756624, 1135944, 1692504, 2606616,
@@ -61,6 +68,7 @@ SIMULATIONS = 200  # config/memorisation_decisive.yaml's sweep.power_sims
 # fresh seeds: 38 and 39 were read at 3 seeds (the c950160 record) and while comparing 5 seeds with larger models
 SEED = 40  # the grids the design is judged on
 CALIBRATION_SEED = 41  # the grids the critical value is read from: never the ones it is judged on
+REPLICATION_SEEDS = (42, 43)  # (judged, calibration) of the replication, fixed before it ran
 GPU_STEP_S = 5.76e-3  # /work/shared/gpu/README.md: the default's L4 step, eager, one H200
 GPU_CONCURRENCY_GAIN = 5.0  # 16 processes at once: 866 against 174 replica-steps/s
 # the fit that reads the column: the two-budget model, not blind to a boundary the exposure budget moved, its
@@ -125,11 +133,14 @@ def _simulate(seed: int, n_sim: int) -> dict[str, Any]:
                            keep_gaps=True)
 
 
-def simulate_both(n_sim: int, workers: int = 2) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(judged, calibration): the design's grids at SEED and at CALIBRATION_SEED, in parallel processes (each
+def simulate_both(n_sim: int, seeds: tuple[int, int] = (SEED, CALIBRATION_SEED),
+                  workers: int = 2) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(judged, calibration): the design's grids at ``seeds`` (judged, calibration), in parallel processes (each
     seed its own random stream, so the same numbers as one after the other)."""
+    if seeds[0] == seeds[1]:
+        raise ValueError(f"decisive: the judged and calibration seeds must differ, got {seeds[0]} twice")
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        judged, calibration = pool.map(_simulate, (SEED, CALIBRATION_SEED), (n_sim, n_sim))
+        judged, calibration = pool.map(_simulate, seeds, (n_sim, n_sim))
     return judged, calibration
 
 
@@ -175,25 +186,26 @@ def _without_gaps(power: dict[str, Any]) -> dict[str, Any]:
     return {**power, "rows": [{k: v for k, v in row.items() if k != "two_budget_gaps"} for row in power["rows"]]}
 
 
-def compute(n_sim: int = SIMULATIONS) -> tuple[dict[str, Any], pd.DataFrame]:
-    """The record and its per-grid gaps (judged and calibration grids)."""
+def compute(n_sim: int = SIMULATIONS,
+            seeds: tuple[int, int] = (SEED, CALIBRATION_SEED)) -> tuple[dict[str, Any], pd.DataFrame]:
+    """The record and its per-grid gaps (judged and calibration grids) at ``seeds`` (judged, calibration)."""
     recorded = recorded_runs()
     truth_set = pa.truths(recorded)
     started = time.monotonic()
-    judged, calibration_power = simulate_both(n_sim)
+    judged, calibration_power = simulate_both(n_sim, seeds)
     calibration = pa.calibrated_threshold(calibration_power)
     power = pa.at_threshold(judged, calibration["threshold"])
     gaps = pd.concat([gap_table(judged, "judged"), gap_table(calibration_power, "calibration")], ignore_index=True)
     record = {"config": "config/memorisation_decisive.yaml", "with_recorded_runs": len(recorded),
               "n_params": list(N_PARAMS), "n_facts": list(N_FACTS), "seeds": SEEDS,
-              "new_runs": len(N_PARAMS) * len(N_FACTS) * SEEDS, "n_sim": n_sim, "seed": SEED,
-              "calibration_seed": CALIBRATION_SEED, "simulation_s": round(time.monotonic() - started, 1),
+              "new_runs": len(N_PARAMS) * len(N_FACTS) * SEEDS, "n_sim": n_sim, "seed": seeds[0],
+              "calibration_seed": seeds[1], "replication": seeds != (SEED, CALIBRATION_SEED),
+              "simulation_s": round(time.monotonic() - started, 1),
               "analysis": ANALYSIS, **decision(power, ANALYSIS), "calibration": calibration,
               "chi2": decision(power, "two_budget"), "one_budget": decision(power, "overhead"),
               "critical_value_sensitivity": critical_value_sensitivity(judged, calibration_power, calibration),
               "power": _without_gaps(power), "calibration_power": _without_gaps(calibration_power),
-              "cost": cost(recorded, truth_set), "record_fit": record_fit(recorded),
-              "gaps": str(GAPS.relative_to(ROOT))}
+              "cost": cost(recorded, truth_set), "record_fit": record_fit(recorded)}
     return record, gaps
 
 
@@ -217,9 +229,22 @@ def _commit() -> str:
     return head.stdout.strip() + ("+changes" if dirty else "")
 
 
+def main(argv: list[str] | None = None) -> Path:
+    """Write the record (or, with ``--replication``, the replication) and its gaps; returns the record's path."""
+    parser = argparse.ArgumentParser(prog="python -m assocmem.memorisation.decisive",
+                                     description=__doc__.split("\n")[0])
+    parser.add_argument("--replication", action="store_true",
+                        help=f"calibrate and judge at seeds {REPLICATION_SEEDS[1]} and {REPLICATION_SEEDS[0]} instead")
+    args = parser.parse_args(argv)
+    seeds, path, gaps = ((REPLICATION_SEEDS, REPLICATION, REPLICATION_GAPS) if args.replication
+                         else ((SEED, CALIBRATION_SEED), RECORD, GAPS))
+    record, gap_rows = compute(seeds=seeds)
+    write_csv(gaps, gap_rows)
+    write_json(path, {"commit": _commit(), "date": datetime.date.today().isoformat(), **record,
+                      "gaps": str(gaps.relative_to(ROOT))})
+    return path
+
+
 if __name__ == "__main__":
-    record, gap_rows = compute()
-    write_csv(GAPS, gap_rows)
-    write_json(RECORD, {"commit": _commit(), "date": datetime.date.today().isoformat(), **record})
-    result = json.loads(RECORD.read_text())
+    result = json.loads(main().read_text())
     print(f"decisive design: {'decides' if result['can_decide'] else 'does not decide'}: {result['reason']}")

@@ -4,7 +4,10 @@ every truth's grids, its order-statistic sampling interval, and the decision rea
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
+import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -93,3 +96,28 @@ def test_the_decision_is_read_at_each_other_critical_value_on_the_judged_grids()
     assert stated["threshold"] > 5.5 and stated["weakest_paper_exclusion"] == 0.0 and not stated["can_decide"]
     assert stated["min_coverage"] >= 0.9
     assert rows["calibrated to 90% coverage"]["threshold"] <= stated["threshold"]
+
+
+def test_the_replication_writes_beside_the_record_at_its_own_seeds(tmp_path, monkeypatch) -> None:
+    """``--replication`` calibrates and judges at REPLICATION_SEEDS and writes its own record and gaps, never the
+    stated record's; the default writes the stated record at SEED and CALIBRATION_SEED; equal seeds are refused."""
+    calls = []
+
+    def fake_compute(n_sim: int = decisive.SIMULATIONS, seeds: tuple[int, int] = (0, 0)):
+        calls.append(seeds)
+        return {"can_decide": False, "seed": seeds[0]}, pd.DataFrame({"grids": ["judged"], "seed": [seeds[0]]})
+
+    paths = {name: tmp_path / "docs" / f"{name}.out" for name in ("RECORD", "GAPS", "REPLICATION", "REPLICATION_GAPS")}
+    for name, path in paths.items():
+        monkeypatch.setattr(decisive, name, path)
+    monkeypatch.setattr(decisive, "ROOT", tmp_path)
+    monkeypatch.setattr(decisive, "compute", fake_compute)
+    assert decisive.main(["--replication"]) == paths["REPLICATION"]
+    assert decisive.main([]) == paths["RECORD"]
+    assert calls == [decisive.REPLICATION_SEEDS, (decisive.SEED, decisive.CALIBRATION_SEED)]
+    assert not set(decisive.REPLICATION_SEEDS) & {decisive.SEED, decisive.CALIBRATION_SEED}
+    replication = json.loads(paths["REPLICATION"].read_text())
+    assert replication["seed"] == decisive.REPLICATION_SEEDS[0] and replication["gaps"] == "docs/REPLICATION_GAPS.out"
+    assert paths["REPLICATION_GAPS"].exists() and paths["GAPS"].exists()
+    with pytest.raises(ValueError, match="must differ"):
+        decisive.simulate_both(1, seeds=(40, 40))
