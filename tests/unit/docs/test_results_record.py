@@ -362,6 +362,31 @@ def test_the_decisive_critical_value_is_read_from_its_own_grids_and_judged_on_ot
                 f"{row['weakest_paper_exclusion']:.1%} | {'yes' if row['can_decide'] else 'no'} |") in section
 
 
+def test_the_decisive_replication_is_todays_reading_of_its_gaps_and_results_md_quotes_it() -> None:
+    """The replication (calibrated and judged at two other seeds, fixed before it ran): today's rule reads its
+    calibrated value and decision from its gaps; docs/results.md quotes its value, weakest exclusion and decision
+    beside the stated record's."""
+    from assocmem.memorisation import decisive
+
+    rec = _load("memorisation_decisive_power_replication.json")
+    stated_record = _load("memorisation_decisive_power.json")
+    assert rec["replication"] and (rec["seed"], rec["calibration_seed"]) == decisive.REPLICATION_SEEDS
+    assert {k: rec[k] for k in ("n_params", "n_facts", "seeds", "n_sim")} == {
+        k: stated_record[k] for k in ("n_params", "n_facts", "seeds", "n_sim")}
+    _recheck_calibration(rec, pd.read_csv(ROOT / rec["gaps"]))
+    section = _section("The memorisation grid")
+    assert rec["commit"] in section
+    assert f"{rec['simulation_s']:,.0f} s in two processes" in section
+    weakest = [next(row["weakest_paper_exclusion"] for row in one["critical_value_sensitivity"]
+                    if row["choice"].endswith("(stated)")) for one in (stated_record, rec)]
+    assert f"{sum(weakest) / 2:.1%} of the {2 * rec['n_sim']} together" in section
+    for one, role in ((stated_record, "stated"), (rec, "replication")):
+        stated = next(row for row in one["critical_value_sensitivity"] if row["choice"].endswith("(stated)"))
+        assert (f"| seeds {one['calibration_seed']} / {one['seed']} ({role}) | {stated['threshold']:.2f} | "
+                f"{stated['min_coverage']:.1%} | {stated['weakest_paper_exclusion']:.1%} | "
+                f"{'yes' if one['can_decide'] else 'no'} |") in section
+
+
 def test_the_three_seed_decisive_record_is_todays_reading_of_its_gaps_and_results_md_quotes_why_it_was_replaced(
 ) -> None:
     """The 3-seed design the 5-seed one replaced (record at c950160, its gaps kept beside it): today's rule reads the
