@@ -340,6 +340,11 @@ def _recheck_calibration(rec: dict, gaps: pd.DataFrame) -> dict:
     return calibration
 
 
+def _stated_row(rec: dict) -> dict:
+    """A decisive record's critical-value sensitivity row at its own stated (calibrated) value."""
+    return next(row for row in rec["critical_value_sensitivity"] if row["choice"].endswith("(stated)"))
+
+
 def test_the_decisive_critical_value_is_read_from_its_own_grids_and_judged_on_others() -> None:
     """The record's calibrated critical value is the one today's rule reads from its calibration grids' gaps (kept
     in the gaps table), the judged grids' summaries at it and at χ²'s are today's reading of their gaps, the config
@@ -377,11 +382,10 @@ def test_the_decisive_replication_is_todays_reading_of_its_gaps_and_results_md_q
     section = _section("The memorisation grid")
     assert rec["commit"] in section
     assert f"{rec['simulation_s']:,.0f} s in two processes" in section
-    weakest = [next(row["weakest_paper_exclusion"] for row in one["critical_value_sensitivity"]
-                    if row["choice"].endswith("(stated)")) for one in (stated_record, rec)]
+    weakest = [_stated_row(one)["weakest_paper_exclusion"] for one in (stated_record, rec)]
     assert f"{sum(weakest) / 2:.1%} of the {2 * rec['n_sim']} together" in section
     for one, role in ((stated_record, "stated"), (rec, "replication")):
-        stated = next(row for row in one["critical_value_sensitivity"] if row["choice"].endswith("(stated)"))
+        stated = _stated_row(one)
         assert (f"| seeds {one['calibration_seed']} / {one['seed']} ({role}) | {stated['threshold']:.2f} | "
                 f"{stated['min_coverage']:.1%} | {stated['weakest_paper_exclusion']:.1%} | "
                 f"{'yes' if one['can_decide'] else 'no'} |") in section
@@ -393,8 +397,8 @@ def test_the_three_seed_decisive_record_is_todays_reading_of_its_gaps_and_result
     same calibrated value and the same failed decision from its gaps, and docs/results.md quotes them."""
     rec = _load("memorisation_decisive_power_3seeds.json")
     assert rec["seeds"] == 3 and not rec["can_decide"]
-    calibration = _recheck_calibration(rec, pd.read_csv(RECORDS / "memorisation_decisive_gaps_3seeds.csv"))
-    stated = next(row for row in rec["critical_value_sensitivity"] if row["choice"].endswith("(stated)"))
+    calibration = _recheck_calibration(rec, pd.read_csv(ROOT / rec["gaps"]))
+    stated = _stated_row(rec)
     section = _section("The memorisation grid")
     assert rec["commit"] in section
     assert (f"{calibration['threshold']:.2f}" in section

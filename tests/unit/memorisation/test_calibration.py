@@ -114,8 +114,9 @@ def test_the_replication_writes_beside_the_record_at_its_own_seeds(tmp_path, mon
     monkeypatch.setattr(decisive, "compute", fake_compute)
     assert decisive.main(["--replication"]) == paths["REPLICATION"]
     assert decisive.main([]) == paths["RECORD"]
-    assert calls == [decisive.REPLICATION_SEEDS, (decisive.SEED, decisive.CALIBRATION_SEED)]
-    assert not set(decisive.REPLICATION_SEEDS) & {decisive.SEED, decisive.CALIBRATION_SEED}
+    assert decisive.STATED_SEEDS == (decisive.SEED, decisive.CALIBRATION_SEED)
+    assert calls == [decisive.REPLICATION_SEEDS, decisive.STATED_SEEDS]
+    assert not set(decisive.REPLICATION_SEEDS) & set(decisive.STATED_SEEDS)
     replication = json.loads(paths["REPLICATION"].read_text())
     assert replication["seed"] == decisive.REPLICATION_SEEDS[0] and replication["gaps"] == "docs/REPLICATION_GAPS.out"
     assert paths["REPLICATION_GAPS"].exists() and paths["GAPS"].exists()
