@@ -23,7 +23,7 @@ from assocmem.report.claims.loss import loss_floor
 
 RECORDS = ROOT / "docs" / "results"
 DECIMAL = re.compile(r"(?<![\w.])-?\d+\.\d+(?![\w.])")
-QUOTED = re.compile(r"(?<![\w.])(-?\d+\.\d+)(?![\w.])(\s?%)?")
+QUOTED = re.compile(r"(?<![\w.])(-?\d+\.\d+)(M(?![\w.])|(?![\w.])(?:\s?%)?)")  # 30.0M: millions
 RECORD_NAME = re.compile(r"docs/results/(\w+)\.json")
 CONSTANTS = re.compile(r"<!--\s*constants:([^>]*)-->")
 CODE = re.compile(r"`[^`]*`|\$[^$]*\$")
@@ -61,10 +61,11 @@ def _values(names: list[str], block: str) -> list[float]:
     return values
 
 
-def _quoted(value: float, text: str, percent: bool = False) -> bool:
-    """Is ``text`` (a percentage of it where ``percent``) ``value`` at the digits printed?"""
+def _quoted(value: float, text: str, unit: str = "") -> bool:
+    """Is ``text`` ``value`` at the digits printed, in the unit after it ('%': a percentage, 'M': millions)?"""
     digits = len(text.split(".")[1])
-    return f"{abs(value) * (100 if percent else 1):.{digits}f}" == text.lstrip("-")
+    scale = {"": 1, "%": 100, "M": 1e-6}[unit.strip()]
+    return f"{abs(value) * scale:.{digits}f}" == text.lstrip("-")
 
 
 def unrecorded(block: str, names: list[str]) -> list[str]:
@@ -72,8 +73,8 @@ def unrecorded(block: str, names: list[str]) -> list[str]:
     constants = {text for group in CONSTANTS.findall(block) for text in group.split()}
     prose = CODE.sub(" ", CONSTANTS.sub(" ", block))
     values = _values(names, block)
-    return [text + percent for text, percent in QUOTED.findall(prose)
-            if text not in constants and not any(_quoted(value, text, bool(percent)) for value in values)]
+    return [text + unit for text, unit in QUOTED.findall(prose)
+            if text not in constants and not any(_quoted(value, text, unit) for value in values)]
 
 
 def _paragraphs(text: str) -> list[str]:
@@ -98,6 +99,8 @@ def test_unrecorded_finds_a_number_no_record_holds() -> None:
     assert unrecorded(block, ["default"]) == ["0.1234"]
     assert unrecorded("`loss_floor`: r* = 7.74, `0.5` in code", ["default"]) == ["7.74"]
     assert unrecorded("`memorisation`: 79.5% of grids, 12.3 %", ["default"]) == ["12.3 %"]
+    steps = max(row["steps"] for row in _record("memorisation_decisive_power")["cost"]["by_truth"])
+    assert unrecorded(f"{steps / 1e6:.1f}M steps, 12.3M more", ["memorisation_decisive_power"]) == ["12.3M"]
 
 
 def test_readme_quotes_only_recorded_numbers() -> None:

@@ -367,6 +367,14 @@ def test_the_decisive_critical_value_is_read_from_its_own_grids_and_judged_on_ot
                 f"{row['weakest_paper_exclusion']:.1%} | {'yes' if row['can_decide'] else 'no'} |") in section
 
 
+def _design_row(rec: dict, role: str) -> str:
+    """A decisive record's row in docs/results.md's table of designs."""
+    stated = _stated_row(rec)
+    return (f"| {rec['seeds']} | {role} | {rec['calibration_seed']} / {rec['seed']} | {stated['threshold']:.2f} | "
+            f"{stated['min_coverage']:.1%} | {stated['weakest_paper_exclusion']:.1%} | "
+            f"{'yes' if rec['can_decide'] else 'no'} |")
+
+
 def test_the_decisive_replication_is_todays_reading_of_its_gaps_and_results_md_quotes_it() -> None:
     """The replication (calibrated and judged at two other seeds, fixed before it ran): today's rule reads its
     calibrated value and decision from its gaps; docs/results.md quotes its value, weakest exclusion and decision
@@ -376,6 +384,7 @@ def test_the_decisive_replication_is_todays_reading_of_its_gaps_and_results_md_q
     rec = _load("memorisation_decisive_power_replication.json")
     stated_record = _load("memorisation_decisive_power.json")
     assert rec["replication"] and (rec["seed"], rec["calibration_seed"]) == decisive.REPLICATION_SEEDS
+    assert not stated_record["replication"]
     assert {k: rec[k] for k in ("n_params", "n_facts", "seeds", "n_sim")} == {
         k: stated_record[k] for k in ("n_params", "n_facts", "seeds", "n_sim")}
     _recheck_calibration(rec, pd.read_csv(ROOT / rec["gaps"]))
@@ -385,24 +394,37 @@ def test_the_decisive_replication_is_todays_reading_of_its_gaps_and_results_md_q
     weakest = [_stated_row(one)["weakest_paper_exclusion"] for one in (stated_record, rec)]
     assert f"{sum(weakest) / 2:.1%} of the {2 * rec['n_sim']} together" in section
     for one, role in ((stated_record, "stated"), (rec, "replication")):
-        stated = _stated_row(one)
-        assert (f"| seeds {one['calibration_seed']} / {one['seed']} ({role}) | {stated['threshold']:.2f} | "
-                f"{stated['min_coverage']:.1%} | {stated['weakest_paper_exclusion']:.1%} | "
-                f"{'yes' if one['can_decide'] else 'no'} |") in section
+        assert _design_row(one, role) in section
 
 
-def test_the_three_seed_decisive_record_is_todays_reading_of_its_gaps_and_results_md_quotes_why_it_was_replaced(
-) -> None:
-    """The 3-seed design the 5-seed one replaced (record at c950160, its gaps kept beside it): today's rule reads the
-    same calibrated value and the same failed decision from its gaps, and docs/results.md quotes them."""
-    rec = _load("memorisation_decisive_power_3seeds.json")
-    assert rec["seeds"] == 3 and not rec["can_decide"]
-    calibration = _recheck_calibration(rec, pd.read_csv(ROOT / rec["gaps"]))
-    stated = _stated_row(rec)
+# the designs the stated one replaced, each record kept beside its gaps: seeds a cell, role, whether it decided
+REPLACED_DECISIVE = {"memorisation_decisive_power_3seeds.json": (3, "stated", False),
+                     "memorisation_decisive_power_5seeds.json": (5, "stated", True),
+                     "memorisation_decisive_power_5seeds_replication.json": (5, "replication", False)}
+
+
+@pytest.mark.parametrize("name", sorted(REPLACED_DECISIVE))
+def test_each_replaced_decisive_record_is_todays_reading_of_its_gaps_and_results_md_quotes_it(name: str) -> None:
+    """The designs the stated one replaced (3 seeds at c950160; 5 seeds at f0086e9 and its replication at aaa6344),
+    each record's gaps kept beside it: today's rule reads the same calibrated value and decision from its gaps, and
+    docs/results.md's table of designs quotes them."""
+    rec = _load(name)
+    seeds, role, decided = REPLACED_DECISIVE[name]
+    assert (rec["seeds"], rec.get("replication", False), rec["can_decide"]) == (
+        seeds, role == "replication", decided)
+    assert rec["gaps"].startswith(f"docs/results/memorisation_decisive_gaps_{seeds}seeds")
+    _recheck_calibration(rec, pd.read_csv(ROOT / rec["gaps"]))
     section = _section("The memorisation grid")
-    assert rec["commit"] in section
-    assert (f"{calibration['threshold']:.2f}" in section
-            and f"{stated['weakest_paper_exclusion']:.1%}" in section)
+    assert rec["commit"] in section and _design_row(rec, role) in section
+
+
+def test_the_decisive_seeds_were_never_read_by_a_replaced_design() -> None:
+    """The stated design is calibrated, judged and replicated on seeds no replaced design's record read."""
+    from assocmem.memorisation import decisive
+
+    used = {seed for name in REPLACED_DECISIVE for seed in (_load(name)["seed"], _load(name)["calibration_seed"])}
+    assert len(set(decisive.STATED_SEEDS) | set(decisive.REPLICATION_SEEDS)) == 4
+    assert not (set(decisive.STATED_SEEDS) | set(decisive.REPLICATION_SEEDS)) & used
 
 
 def test_the_budget_check_is_todays_comparison_of_the_two_records_and_results_md_quotes_it() -> None:
