@@ -16,7 +16,9 @@ judged on the SEED grids, which it never saw (the χ² reading of the same grids
 config states that value (``sweep.interval_threshold``) before it runs. The grids' gaps are kept in GAPS. A
 replication (``--replication``) repeats the calibration and the judgement at two other seeds (REPLICATION_SEEDS),
 written beside the record (REPLICATION, REPLICATION_GAPS): not a second chance at the decision (the stated seeds'
-record decides), the spread of the decision over the simulation's own sampling. It also
+record decides), the spread of the decision over the simulation's own sampling. An exploration (``--explore K``)
+simulates the design at K seeds a cell on EXPLORATION_SEEDS, 100 grids a truth: how the number of seeds was chosen,
+kept as a record of its own (:func:`exploration_paths`), never the seeds a stated design is judged on. It also
 estimates the column's cost: steps per run from the exposure budget (a run below the boundary trains its
 whole budget, one above it the share of its budget that the recorded stored runs used), CPU seconds per step from
 the record's own per-run times (linear in N, one thread; extrapolated ~45× beyond the largest recorded model, so a
@@ -25,6 +27,7 @@ H200; 16 processes at once give 5.0× the throughput). Written, not run:
 
     python -m assocmem.memorisation.decisive   # docs/results/memorisation_decisive_power.json and _gaps.csv
     python -m assocmem.memorisation.decisive --replication   # ..._replication.json and _gaps_replication.csv
+    python -m assocmem.memorisation.decisive --explore 8   # ..._exploration_8seeds.json and its gaps
 """
 
 from __future__ import annotations
@@ -71,6 +74,8 @@ SEED = 46  # the grids the design is judged on
 CALIBRATION_SEED = 47  # the grids the critical value is read from: never the ones it is judged on
 STATED_SEEDS = (SEED, CALIBRATION_SEED)  # (judged, calibration) of the record that decides
 REPLICATION_SEEDS = (48, 49)  # (judged, calibration) of the replication, fixed before it ran
+EXPLORATION_SEEDS = (44, 45)  # (judged, calibration) of the explorations the number of seeds was chosen on
+EXPLORATION_SIMULATIONS = 100
 GPU_STEP_S = 5.76e-3  # /work/shared/gpu/README.md: the default's L4 step, eager, one H200
 GPU_CONCURRENCY_GAIN = 5.0  # 16 processes at once: 866 against 174 replica-steps/s
 # the fit that reads the column: the two-budget model, not blind to a boundary the exposure budget moved, its
@@ -84,9 +89,9 @@ def recorded_runs() -> pd.DataFrame:
     return stored_at(pd.DataFrame(memo["runs"]), memo["threshold"])
 
 
-def design(recorded: pd.DataFrame) -> pd.DataFrame:
+def design(recorded: pd.DataFrame, seeds_per_cell: int = SEEDS) -> pd.DataFrame:
     """The recorded runs' design and the new column."""
-    column = pd.DataFrame([(n, d, s) for n in N_PARAMS for d in N_FACTS for s in range(SEEDS)],
+    column = pd.DataFrame([(n, d, s) for n in N_PARAMS for d in N_FACTS for s in range(seeds_per_cell)],
                           columns=["n_params", "n_facts", "seed"])
     return pd.concat([recorded[["n_params", "n_facts", "seed"]], column], ignore_index=True)
 
@@ -107,11 +112,11 @@ def _stored_share(recorded: pd.DataFrame) -> float:
     return float(np.median(stored["steps"] / stored["max_steps"]))
 
 
-def cost(recorded: pd.DataFrame, truth_set: dict[str, Any]) -> dict[str, Any]:
+def cost(recorded: pd.DataFrame, truth_set: dict[str, Any], seeds_per_cell: int = SEEDS) -> dict[str, Any]:
     """Steps, CPU hours (2 cores: two runs at a time) and GPU hours of the new column, per overhead truth."""
     intercept, slope = cpu_step_model()
     share = _stored_share(recorded)
-    column = design(recorded).iloc[len(recorded):]
+    column = design(recorded, seeds_per_cell).iloc[len(recorded):]
     budget = EXPOSURES * column["n_facts"].to_numpy(float) / BATCH
     rows = []
     for truth in (t for t in truth_set["rows"] if t["family"] == "overhead"):
@@ -129,20 +134,20 @@ def cost(recorded: pd.DataFrame, truth_set: dict[str, Any]) -> dict[str, Any]:
             "gpu_concurrency_gain": GPU_CONCURRENCY_GAIN, "by_truth": rows}
 
 
-def _simulate(seed: int, n_sim: int) -> dict[str, Any]:
+def _simulate(seed: int, n_sim: int, seeds_per_cell: int) -> dict[str, Any]:
     recorded = recorded_runs()
-    return pa.design_power(design(recorded), pa.truths(recorded), n_sim=n_sim, seed=seed, two_budget=True,
-                           keep_gaps=True)
+    return pa.design_power(design(recorded, seeds_per_cell), pa.truths(recorded), n_sim=n_sim, seed=seed,
+                           two_budget=True, keep_gaps=True)
 
 
-def simulate_both(n_sim: int, seeds: tuple[int, int] = STATED_SEEDS,
-                  workers: int = 2) -> tuple[dict[str, Any], dict[str, Any]]:
+def simulate_both(n_sim: int, seeds: tuple[int, int] = STATED_SEEDS, workers: int = 2,
+                  seeds_per_cell: int = SEEDS) -> tuple[dict[str, Any], dict[str, Any]]:
     """(judged, calibration): the design's grids at ``seeds`` (judged, calibration), in parallel processes (each
     seed its own random stream, so the same numbers as one after the other)."""
     if seeds[0] == seeds[1]:
         raise ValueError(f"decisive: the judged and calibration seeds must differ, got {seeds[0]} twice")
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        judged, calibration = pool.map(_simulate, seeds, (n_sim, n_sim))
+        judged, calibration = pool.map(_simulate, seeds, (n_sim, n_sim), (seeds_per_cell, seeds_per_cell))
     return judged, calibration
 
 
@@ -188,26 +193,28 @@ def _without_gaps(power: dict[str, Any]) -> dict[str, Any]:
     return {**power, "rows": [{k: v for k, v in row.items() if k != "two_budget_gaps"} for row in power["rows"]]}
 
 
-def compute(n_sim: int = SIMULATIONS,
-            seeds: tuple[int, int] = STATED_SEEDS) -> tuple[dict[str, Any], pd.DataFrame]:
-    """The record and its per-grid gaps (judged and calibration grids) at ``seeds`` (judged, calibration)."""
+def compute(n_sim: int = SIMULATIONS, seeds: tuple[int, int] = STATED_SEEDS,
+            seeds_per_cell: int = SEEDS) -> tuple[dict[str, Any], pd.DataFrame]:
+    """The record and its per-grid gaps (judged and calibration grids) at ``seeds`` (judged, calibration), the
+    column at ``seeds_per_cell`` seeds a cell."""
     recorded = recorded_runs()
     truth_set = pa.truths(recorded)
     started = time.monotonic()
-    judged, calibration_power = simulate_both(n_sim, seeds)
+    judged, calibration_power = simulate_both(n_sim, seeds, seeds_per_cell=seeds_per_cell)
     calibration = pa.calibrated_threshold(calibration_power)
     power = pa.at_threshold(judged, calibration["threshold"])
     gaps = pd.concat([gap_table(judged, "judged"), gap_table(calibration_power, "calibration")], ignore_index=True)
     record = {"config": "config/memorisation_decisive.yaml", "with_recorded_runs": len(recorded),
-              "n_params": list(N_PARAMS), "n_facts": list(N_FACTS), "seeds": SEEDS,
-              "new_runs": len(N_PARAMS) * len(N_FACTS) * SEEDS, "n_sim": n_sim, "seed": seeds[0],
-              "calibration_seed": seeds[1], "replication": seeds != STATED_SEEDS,
+              "n_params": list(N_PARAMS), "n_facts": list(N_FACTS), "seeds": seeds_per_cell,
+              "new_runs": len(N_PARAMS) * len(N_FACTS) * seeds_per_cell, "n_sim": n_sim, "seed": seeds[0],
+              "calibration_seed": seeds[1], "replication": seeds == REPLICATION_SEEDS,
+              "exploration": seeds == EXPLORATION_SEEDS,
               "simulation_s": round(time.monotonic() - started, 1),
               "analysis": ANALYSIS, **decision(power, ANALYSIS), "calibration": calibration,
               "chi2": decision(power, "two_budget"), "one_budget": decision(power, "overhead"),
               "critical_value_sensitivity": critical_value_sensitivity(judged, calibration_power, calibration),
               "power": _without_gaps(power), "calibration_power": _without_gaps(calibration_power),
-              "cost": cost(recorded, truth_set), "record_fit": record_fit(recorded)}
+              "cost": cost(recorded, truth_set, seeds_per_cell), "record_fit": record_fit(recorded)}
     return record, gaps
 
 
@@ -231,16 +238,33 @@ def _commit() -> str:
     return head.stdout.strip() + ("+changes" if dirty else "")
 
 
+def exploration_paths(seeds_per_cell: int) -> tuple[Path, Path]:
+    """(record, gaps) of the exploration at ``seeds_per_cell`` seeds a cell, beside the stated record."""
+    return (RECORD.with_name(f"memorisation_decisive_power_exploration_{seeds_per_cell}seeds.json"),
+            GAPS.with_name(f"memorisation_decisive_gaps_exploration_{seeds_per_cell}seeds.csv"))
+
+
 def main(argv: list[str] | None = None) -> Path:
-    """Write the record (or, with ``--replication``, the replication) and its gaps; returns the record's path."""
+    """Write the record (or, with ``--replication``, the replication; with ``--explore K``, the exploration at K
+    seeds a cell) and its gaps; returns the record's path."""
     parser = argparse.ArgumentParser(prog="python -m assocmem.memorisation.decisive",
                                      description=__doc__.split("\n")[0])
-    parser.add_argument("--replication", action="store_true",
-                        help=f"calibrate and judge at seeds {REPLICATION_SEEDS[1]} and {REPLICATION_SEEDS[0]} instead")
+    role = parser.add_mutually_exclusive_group()
+    role.add_argument("--replication", action="store_true",
+                      help=f"calibrate and judge at seeds {REPLICATION_SEEDS[1]} and {REPLICATION_SEEDS[0]} instead")
+    role.add_argument("--explore", type=int, metavar="K",
+                      help=f"the design at K seeds a cell, at seeds {EXPLORATION_SEEDS[1]} and {EXPLORATION_SEEDS[0]}, "
+                           f"{EXPLORATION_SIMULATIONS} grids a truth")
     args = parser.parse_args(argv)
-    seeds, path, gaps = ((REPLICATION_SEEDS, REPLICATION, REPLICATION_GAPS) if args.replication
-                         else (STATED_SEEDS, RECORD, GAPS))
-    record, gap_rows = compute(seeds=seeds)
+    if args.explore is not None and args.explore < 1:
+        parser.error(f"--explore: seeds a cell must be at least 1, got {args.explore}")
+    if args.explore is not None:
+        path, gaps = exploration_paths(args.explore)
+        record, gap_rows = compute(EXPLORATION_SIMULATIONS, EXPLORATION_SEEDS, args.explore)
+    else:
+        seeds, path, gaps = ((REPLICATION_SEEDS, REPLICATION, REPLICATION_GAPS) if args.replication
+                             else (STATED_SEEDS, RECORD, GAPS))
+        record, gap_rows = compute(seeds=seeds)
     write_csv(gaps, gap_rows)
     write_json(path, {"commit": _commit(), "date": datetime.date.today().isoformat(), **record,
                       "gaps": str(gaps.relative_to(ROOT))})

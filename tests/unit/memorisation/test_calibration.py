@@ -100,12 +100,15 @@ def test_the_decision_is_read_at_each_other_critical_value_on_the_judged_grids()
 
 def test_the_replication_writes_beside_the_record_at_its_own_seeds(tmp_path, monkeypatch) -> None:
     """``--replication`` calibrates and judges at REPLICATION_SEEDS and writes its own record and gaps, never the
-    stated record's; the default writes the stated record at SEED and CALIBRATION_SEED; equal seeds are refused."""
+    stated record's; ``--explore K`` the design at K seeds a cell on EXPLORATION_SEEDS, into files named for K; the
+    default writes the stated record at SEED and CALIBRATION_SEED; equal seeds and K < 1 are refused."""
     calls = []
 
-    def fake_compute(n_sim: int = decisive.SIMULATIONS, seeds: tuple[int, int] = (0, 0)):
-        calls.append(seeds)
-        return {"can_decide": False, "seed": seeds[0]}, pd.DataFrame({"grids": ["judged"], "seed": [seeds[0]]})
+    def fake_compute(n_sim: int = decisive.SIMULATIONS, seeds: tuple[int, int] = (0, 0),
+                     seeds_per_cell: int = decisive.SEEDS):
+        calls.append((n_sim, seeds, seeds_per_cell))
+        return ({"can_decide": False, "seed": seeds[0], "seeds": seeds_per_cell},
+                pd.DataFrame({"grids": ["judged"], "seed": [seeds[0]]}))
 
     paths = {name: tmp_path / "docs" / f"{name}.out" for name in ("RECORD", "GAPS", "REPLICATION", "REPLICATION_GAPS")}
     for name, path in paths.items():
@@ -114,11 +117,21 @@ def test_the_replication_writes_beside_the_record_at_its_own_seeds(tmp_path, mon
     monkeypatch.setattr(decisive, "compute", fake_compute)
     assert decisive.main(["--replication"]) == paths["REPLICATION"]
     assert decisive.main([]) == paths["RECORD"]
+    explored, explored_gaps = decisive.exploration_paths(6)
+    assert decisive.main(["--explore", "6"]) == explored
+    assert explored.parent == paths["RECORD"].parent and "exploration_6seeds" in explored.name
+    assert json.loads(explored.read_text())["seeds"] == 6 and explored_gaps.exists()
     assert decisive.STATED_SEEDS == (decisive.SEED, decisive.CALIBRATION_SEED)
-    assert calls == [decisive.REPLICATION_SEEDS, decisive.STATED_SEEDS]
-    assert not set(decisive.REPLICATION_SEEDS) & set(decisive.STATED_SEEDS)
+    assert calls == [(decisive.SIMULATIONS, decisive.REPLICATION_SEEDS, decisive.SEEDS),
+                     (decisive.SIMULATIONS, decisive.STATED_SEEDS, decisive.SEEDS),
+                     (decisive.EXPLORATION_SIMULATIONS, decisive.EXPLORATION_SEEDS, 6)]
+    roles = (decisive.REPLICATION_SEEDS, decisive.STATED_SEEDS, decisive.EXPLORATION_SEEDS)
+    assert len({seed for pair in roles for seed in pair}) == 6
     replication = json.loads(paths["REPLICATION"].read_text())
     assert replication["seed"] == decisive.REPLICATION_SEEDS[0] and replication["gaps"] == "docs/REPLICATION_GAPS.out"
     assert paths["REPLICATION_GAPS"].exists() and paths["GAPS"].exists()
+    for bad in (["--explore", "0"], ["--explore", "5", "--replication"]):
+        with pytest.raises(SystemExit):
+            decisive.main(bad)
     with pytest.raises(ValueError, match="must differ"):
         decisive.simulate_both(1, seeds=(40, 40))
