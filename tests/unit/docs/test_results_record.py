@@ -418,13 +418,31 @@ def test_each_replaced_decisive_record_is_todays_reading_of_its_gaps_and_results
     assert rec["commit"] in section and _design_row(rec, role) in section
 
 
-def test_the_decisive_seeds_were_never_read_by_a_replaced_design() -> None:
-    """The stated design is calibrated, judged and replicated on seeds no replaced design's record read."""
+def test_the_decisive_seeds_were_never_read_by_a_replaced_design_or_the_exploration() -> None:
+    """The stated design is calibrated, judged and replicated on seeds no replaced design's record read, nor the
+    exploration its number of seeds was chosen on."""
     from assocmem.memorisation import decisive
 
     used = {seed for name in REPLACED_DECISIVE for seed in (_load(name)["seed"], _load(name)["calibration_seed"])}
+    used |= set(decisive.EXPLORATION_SEEDS)
     assert len(set(decisive.STATED_SEEDS) | set(decisive.REPLICATION_SEEDS)) == 4
     assert not (set(decisive.STATED_SEEDS) | set(decisive.REPLICATION_SEEDS)) & used
+
+
+def test_the_exploration_that_chose_the_seeds_is_todays_reading_of_its_gaps_and_results_md_quotes_it() -> None:
+    """The exploration at the stated number of seeds a cell (``--explore``, on the exploration seeds, 100 grids a
+    truth): today's rule reads its calibrated value and decision from its gaps; docs/results.md's table of designs
+    quotes it."""
+    from assocmem.memorisation import decisive
+
+    rec = _load(f"memorisation_decisive_power_exploration_{decisive.SEEDS}seeds.json")
+    assert rec["exploration"] and not rec["replication"]
+    assert (rec["seed"], rec["calibration_seed"]) == decisive.EXPLORATION_SEEDS
+    assert (rec["seeds"], rec["n_sim"]) == (decisive.SEEDS, decisive.EXPLORATION_SIMULATIONS)
+    assert rec["n_params"] == list(decisive.N_PARAMS) and rec["n_facts"] == list(decisive.N_FACTS)
+    _recheck_calibration(rec, pd.read_csv(ROOT / rec["gaps"]))
+    section = _section("The memorisation grid")
+    assert rec["commit"] in section and _design_row(rec, "exploration") in section
 
 
 def test_the_budget_check_is_todays_comparison_of_the_two_records_and_results_md_quotes_it() -> None:
