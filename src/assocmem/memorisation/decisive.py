@@ -64,7 +64,8 @@ N_PARAMS = (26976, 41400, 58896, 103104, 159600, 228384, 354600, 508464, 756624,
 N_FACTS = (8192, 16384)
 # 8, not 5: at 5 seeds a cell the calibrated interval told 2 from 1.35 under a pure power law at b = 2 in 81.0% of
 # the stated grids and 79.0% of the replication's (records at f0086e9 and aaa6344): on the rule's 80% line, no
-# margin. 3 seeds gave 64.5% (c950160). 8 chosen on exploratory grids at seeds 44/45, outside the records
+# margin. 3 seeds gave 64.5% (c950160). 8 chosen on the exploration at EXPLORATION_SEEDS (`--explore 8`, its own
+# record), before the stated seeds ran
 SEEDS = 8
 EXPOSURES = 1000
 BATCH = 64
