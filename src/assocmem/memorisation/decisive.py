@@ -257,9 +257,9 @@ def main(argv: list[str] | None = None) -> Path:
                       help=f"the design at K seeds a cell, at seeds {EXPLORATION_SEEDS[1]} and {EXPLORATION_SEEDS[0]}, "
                            f"{EXPLORATION_SIMULATIONS} grids a truth")
     args = parser.parse_args(argv)
-    if args.explore is not None and args.explore < 1:
-        parser.error(f"--explore: seeds a cell must be at least 1, got {args.explore}")
     if args.explore is not None:
+        if args.explore < 1:
+            parser.error(f"--explore: seeds a cell must be at least 1, got {args.explore}")
         path, gaps = exploration_paths(args.explore)
         record, gap_rows = compute(EXPLORATION_SIMULATIONS, EXPLORATION_SEEDS, args.explore)
     else:

@@ -310,12 +310,14 @@ def test_the_decisive_design_is_its_config_and_its_recorded_cost_is_todays() -> 
 LAW_B = {"allen_zhu": "1", "kaplan": "1.35", "paper": "2"}
 
 
-def _recheck_calibration(rec: dict, gaps: pd.DataFrame) -> dict:
-    """Today's rule read from a decisive record's kept gaps: its calibrated value, the judged grids' summaries at it
-    and at χ²'s, and its critical-value sensitivity, each equal to the record's; returns the calibration."""
+def _recheck_calibration(rec: dict) -> dict:
+    """Today's rule read from a decisive record's kept gaps (the file its ``gaps`` names): its calibrated value, the
+    judged grids' summaries at it and at χ²'s, and its critical-value sensitivity, each equal to the record's;
+    returns the calibration."""
     from assocmem.memorisation import decisive, power_alternatives
 
     assert rec["calibration_seed"] != rec["seed"]
+    gaps = pd.read_csv(ROOT / rec["gaps"])
 
     def power_of(grids: str) -> dict:
         table = gaps[gaps["grids"] == grids]
@@ -353,7 +355,7 @@ def test_the_decisive_critical_value_is_read_from_its_own_grids_and_judged_on_ot
 
     rec = _load("memorisation_decisive_power.json")
     assert rec["seed"] == decisive.SEED and rec["calibration_seed"] == decisive.CALIBRATION_SEED
-    calibration = _recheck_calibration(rec, pd.read_csv(ROOT / rec["gaps"]))
+    calibration = _recheck_calibration(rec)
     spec = next(iter(yaml.safe_load((ROOT / "config" / "memorisation_decisive.yaml").read_text())["experiments"]
                      .values()))
     stated = spec["sweep"]["interval_threshold"]
@@ -387,7 +389,7 @@ def test_the_decisive_replication_is_todays_reading_of_its_gaps_and_results_md_q
     assert not stated_record["replication"]
     assert {k: rec[k] for k in ("n_params", "n_facts", "seeds", "n_sim")} == {
         k: stated_record[k] for k in ("n_params", "n_facts", "seeds", "n_sim")}
-    _recheck_calibration(rec, pd.read_csv(ROOT / rec["gaps"]))
+    _recheck_calibration(rec)
     section = _section("The memorisation grid")
     assert rec["commit"] in section
     assert f"{rec['simulation_s']:,.0f} s in two processes" in section
@@ -413,7 +415,7 @@ def test_each_replaced_decisive_record_is_todays_reading_of_its_gaps_and_results
     assert (rec["seeds"], rec.get("replication", False), rec["can_decide"]) == (
         seeds, role == "replication", decided)
     assert rec["gaps"].startswith(f"docs/results/memorisation_decisive_gaps_{seeds}seeds")
-    _recheck_calibration(rec, pd.read_csv(ROOT / rec["gaps"]))
+    _recheck_calibration(rec)
     section = _section("The memorisation grid")
     assert rec["commit"] in section and _design_row(rec, role) in section
 
@@ -423,7 +425,7 @@ def test_the_decisive_seeds_were_never_read_by_a_replaced_design_or_the_explorat
     exploration its number of seeds was chosen on."""
     from assocmem.memorisation import decisive
 
-    used = {seed for name in REPLACED_DECISIVE for seed in (_load(name)["seed"], _load(name)["calibration_seed"])}
+    used = {seed for rec in map(_load, REPLACED_DECISIVE) for seed in (rec["seed"], rec["calibration_seed"])}
     used |= set(decisive.EXPLORATION_SEEDS)
     assert len(set(decisive.STATED_SEEDS) | set(decisive.REPLICATION_SEEDS)) == 4
     assert not (set(decisive.STATED_SEEDS) | set(decisive.REPLICATION_SEEDS)) & used
@@ -440,7 +442,7 @@ def test_the_exploration_that_chose_the_seeds_is_todays_reading_of_its_gaps_and_
     assert (rec["seed"], rec["calibration_seed"]) == decisive.EXPLORATION_SEEDS
     assert (rec["seeds"], rec["n_sim"]) == (decisive.SEEDS, decisive.EXPLORATION_SIMULATIONS)
     assert rec["n_params"] == list(decisive.N_PARAMS) and rec["n_facts"] == list(decisive.N_FACTS)
-    _recheck_calibration(rec, pd.read_csv(ROOT / rec["gaps"]))
+    _recheck_calibration(rec)
     section = _section("The memorisation grid")
     assert rec["commit"] in section and _design_row(rec, "exploration") in section
 
