@@ -3,6 +3,7 @@ samples and its level at the largest sample, each with a percentile bootstrap in
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -35,28 +36,56 @@ def statistic_of(distances: np.ndarray, statistic: str) -> float:
 
 
 def resample_counts(rng: np.random.Generator, n: int, replicates: int) -> np.ndarray:
-    """(replicates, n) float64 counts of each of n items in a resample of n with replacement: Multinomial(n, 1/n)
+    """(replicates, n) integer counts of each of n items in a resample of n with replacement: Multinomial(n, 1/n)
     rows, made as the counts of n uniform draws (one bincount for all rows; rng.multinomial's n sequential binomials
     per row took most of the report job's time at 80,000 queries)."""
-    draws = rng.integers(0, n, size=(replicates, n)) + n * np.arange(replicates)[:, None]
-    return np.bincount(draws.ravel(), minlength=replicates * n).reshape(replicates, n).astype(np.float64)
+    draws = rng.integers(0, n, size=(replicates, n))
+    draws += n * np.arange(replicates)[:, None]
+    return np.bincount(draws.ravel(), minlength=replicates * n).reshape(replicates, n)
+
+
+def _block_rows(n_queries: int) -> int:
+    """Replicates drawn (and weighted) at once: about _BLOCK_ELEMENTS counts."""
+    return max(1, _BLOCK_ELEMENTS // max(1, n_queries))
+
+
+@functools.lru_cache(maxsize=2)
+def resample_table(seed: int, n_queries: int, n_boot: int) -> np.ndarray:
+    """(n_boot, n_queries) read-only counts of every bootstrap resample of ``seed``, drawn block by block as
+    :func:`resample_counts` draws them, kept in the smallest unsigned type that holds them (one byte a count in
+    practice: 80 MB at 1,000 x 80,000). Every trend restarts its generator from the seed, so the mean and the
+    median of a run, its sets and the runs with as many queries all read one table: the report draws it once
+    where it drew it per trend (the draws were about 40% of the bootstrap's time)."""
+    rng = np.random.default_rng(seed)
+    block = _block_rows(n_queries)
+    parts = []
+    for start in range(0, n_boot, block):
+        counts = resample_counts(rng, n_queries, min(block, n_boot - start))
+        parts.append(counts.astype(np.min_scalar_type(int(counts.max(initial=0)))))
+    table = np.concatenate(parts, dtype=np.result_type(*parts)) if parts else np.zeros((0, n_queries), np.uint8)
+    table.setflags(write=False)
+    return table
 
 
 def bootstrap_statistics(groups: list[tuple[np.ndarray, np.ndarray]], n_queries: int, statistic: str,
-                          n_boot: int, rng: np.random.Generator) -> np.ndarray:
-    """(n_boot, n_fractions) statistic per fraction under multinomial query weights shared across fractions."""
+                          n_boot: int, seed: int) -> np.ndarray:
+    """(n_boot, n_fractions) statistic per fraction under multinomial query weights shared across fractions (the
+    resamples of :func:`resample_table`)."""
+    table = resample_table(seed, n_queries, n_boot)
     out = np.empty((n_boot, len(groups)))
-    block = max(1, _BLOCK_ELEMENTS // max(1, n_queries))
+    block = _block_rows(n_queries)
+    orders = [np.argsort(distances, kind="stable") for _, distances in groups] if statistic == "median" else []
+    every = [np.array_equal(index, np.arange(n_queries)) for index, _ in groups]  # the largest sample, in order
     for start in range(0, n_boot, block):
-        size = min(block, n_boot - start)
-        weights = resample_counts(rng, n_queries, size)
+        rows = table[start:start + block]
         for column, (query_index, distances) in enumerate(groups):
-            w = weights[:, query_index]
             if statistic == "mean":
-                out[start:start + size, column] = (w @ distances) / np.maximum(w.sum(axis=1), 1e-300)
+                w = (rows if every[column] else rows[:, query_index]).astype(np.float64, order="F")
+                out[start:start + len(rows), column] = (w @ distances) / np.maximum(w.sum(axis=1), 1e-300)
             else:
-                order = np.argsort(distances, kind="stable")
-                out[start:start + size, column] = _weighted_medians(distances[order], w[:, order])
+                order = orders[column]
+                w = rows[:, query_index[order]].astype(np.float64)
+                out[start:start + len(rows), column] = _weighted_medians(distances[order], w)
     return out
 
 
@@ -94,7 +123,7 @@ def nn_trend(frame: pd.DataFrame, statistic: str = "mean", target: float | None 
         raise AssocmemError(f"statistic must be 'mean' or 'median', got {statistic!r}")
     sizes, groups, n_queries = _groups(frame)
     points = np.array([statistic_of(d, statistic) for _, d in groups])
-    boot = bootstrap_statistics(groups, n_queries, statistic, n_boot, np.random.default_rng(seed))
+    boot = bootstrap_statistics(groups, n_queries, statistic, n_boot, seed)
     tail = 100 * (1 - CONFIDENCE) / 2
     level_lo, level_hi = np.percentile(boot[:, -1], [tail, 100 - tail])
     out: dict[str, Any] = {f"at_{int(m)}": v for m, v in zip(sizes, points, strict=True)}

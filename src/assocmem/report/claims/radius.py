@@ -323,7 +323,7 @@ def _reported_sets(run: str, frame: pd.DataFrame, n_dim: int) -> dict[str, Any]:
     """The sets beside the primary one (all chunks; distinct prefixes with the gain): their mean at the largest
     sample and its ratio to 2r*."""
     numbers = {}
-    for set_name in sorted(set(frame["set"]) - {primary_set(frame)}):
+    for set_name in sorted(set(frame["set"].unique()) - {primary_set(frame)}):
         largest, level = level_at_largest(frame[frame["set"] == set_name], "mean")
         numbers.update({f"{run}.{set_name}.mean.level": level, f"{run}.{set_name}.mean.largest": largest,
                         f"{run}.{set_name}.mean.ratio_to_2r_star": level / (2 * ra.radius_star(n_dim))})
