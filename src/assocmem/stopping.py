@@ -33,14 +33,16 @@ def recall(model: torch.nn.Module, batches: list[Batch], device: torch.device, a
     fact: its whole value recalled from its key, exactly what greedy decoding would produce)."""
     was_training = model.training
     model.eval()
-    exact, total = 0, 0
+    exact = torch.zeros((), dtype=torch.int64, device=device)  # counted on the device, read once
+    total = 0
     for inputs, targets in batches:
+        targets = targets.to(device)
         with autocast():
-            predicted = model(inputs.to(device)).argmax(dim=-1).cpu()
-        exact += int(((predicted == targets) | (targets == IGNORE)).all(dim=1).sum())
+            predicted = model(inputs.to(device)).argmax(dim=-1)
+        exact += ((predicted == targets) | (targets == IGNORE)).all(dim=1).sum()
         total += int(targets.shape[0])
     model.train(was_training)
-    return exact / max(total, 1)
+    return int(exact) / max(total, 1)
 
 
 def recall_reached(metrics: list[dict[str, float]], threshold: float | None) -> bool:

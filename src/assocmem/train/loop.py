@@ -32,16 +32,26 @@ log = logging.getLogger(__name__)
 
 @torch.no_grad()
 def evaluate(model: torch.nn.Module, batches: list[Batch], device: torch.device, autocast: Any) -> float:
+    """Mean NLL a scored target over ``batches``, summed on the device in float64 (the same additions, in the same
+    order, as summing each batch's value on the host) and read once: no host sync per batch."""
     was_training = model.training
     model.eval()
-    total, count = 0.0, 0
+    total = torch.zeros((), dtype=torch.float64, device=device)
+    count = 0
     for inputs, targets in batches:
         with autocast():
-            nll = summed_nll(model, inputs.to(device, non_blocking=True), targets.to(device, non_blocking=True))
-        total += float(nll)
-        count += int((targets != IGNORE).sum())  # counted on the host copy
+            total += summed_nll(model, inputs.to(device, non_blocking=True), targets.to(device, non_blocking=True))
+        count += int((targets != IGNORE).sum())  # counted on the host copy where there is one
     model.train(was_training)
-    return total / max(count, 1)
+    return float(total) / max(count, 1)
+
+
+def on_device(batches: list[Batch], device: torch.device) -> list[Batch]:
+    """``batches`` copied to ``device`` (as they are on a CPU): the evaluation sets are read at every evaluation, so
+    they are uploaded once, not at each."""
+    if device.type == "cpu":
+        return batches
+    return [(inputs.to(device), targets.to(device)) for inputs, targets in batches]
 
 
 def cuda_graphs_on(settings: TrainSettings, device: torch.device, world: int = 1) -> bool:
@@ -78,6 +88,7 @@ class TrainJob:
     job: str = ""  # "<exp>/<model>/<subset>": written into model.pt and best.pt, checked by their readers
     _batches: DeviceBatches | None = field(default=None, init=False, repr=False)
     _graphed: GraphedStep | None = field(default=None, init=False, repr=False)  # set by run(): under CUDA graphs
+    _eval_on_device: dict[str, list[Batch]] = field(default_factory=dict, init=False, repr=False)
     _loss: Callable[..., torch.Tensor] = field(default_factory=lambda: summed_nll, init=False, repr=False)
 
     def _autocast(self, device: torch.device, cache: bool = True) -> Callable[[], Any]:
@@ -226,11 +237,16 @@ class TrainJob:
                              "mfu": tokens_per_s * flops_token / peak})
         # every rank holds the same weights, so only rank 0 (which writes the metrics) evaluates
         main = dist_rank_world()[0] == 0
-        for name, batches in self.eval_sets.items():
+        if main and not self._eval_on_device:
+            self._eval_on_device = {name: on_device(batches, device) for name, batches in self.eval_sets.items()}
+        for name, batches in self._eval_on_device.items():
             if name != RECALL_SET:
-                row[f"{name}_ce"] = evaluate(model, batches, device, autocast) if main else float("nan")
-        if RECALL_SET in self.eval_sets:
-            row["train_recall"] = recall(model, self.eval_sets[RECALL_SET], device, autocast) if main else 0.0
+                row[f"{name}_ce"] = evaluate(model, batches, device, autocast)
+        if RECALL_SET in self._eval_on_device:
+            row["train_recall"] = recall(model, self._eval_on_device[RECALL_SET], device, autocast)
+        if not main:
+            row.update({f"{name}_ce": float("nan") for name in self.eval_sets if name != RECALL_SET})
+            row.update({"train_recall": 0.0} if RECALL_SET in self.eval_sets else {})
         state.metrics.append(row)
         state.running_loss, state.running_tokens = 0.0, 0
         return row

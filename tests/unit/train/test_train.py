@@ -15,12 +15,15 @@ from assocmem.train import (
     SequenceBatches,
     TrainJob,
     TrainSettings,
+    evaluate,
     fixed_batches,
     job_fingerprint,
     load_model,
     lr_at,
     to_lm_batch,
 )
+from assocmem.train.loop import on_device
+from assocmem.train.loss import summed_nll
 
 
 def settings(**kw) -> TrainSettings:
@@ -108,6 +111,23 @@ def test_eval_rows_are_the_final_models_per_row_losses_on_the_validation_batches
     assert rows["row"].tolist() == list(range(len(rows)))
     final_val = pd.read_csv(tmp_path / "run" / "metrics.csv")["val_ce"].iloc[-1]
     assert rows["nll"].sum() / rows["tokens"].sum() == pytest.approx(final_val, rel=1e-6)
+
+
+def test_the_validation_ce_summed_on_the_device_is_the_sum_of_each_batch_read_on_the_host(tmp_path):
+    """evaluate() adds the batches' NLLs on the device, reading the total once: the same float64 additions, in the
+    same order, as reading each batch's NLL and adding on the host (before, one host sync per batch)."""
+    job = make_job(tmp_path, max_steps=4, eval_interval=4, eval_batches=3)
+    job.run()
+    model, batches = load_model(tmp_path / "run" / "model.pt"), job.eval_sets["val"]
+    assert len(batches) >= 2  # the dev split holds two
+    no_autocast = lambda: torch.autocast("cpu", enabled=False)  # noqa: E731
+    total, count = 0.0, 0
+    with torch.no_grad():
+        for inputs, targets in batches:
+            total += float(summed_nll(model, inputs, targets))
+            count += int((targets != IGNORE).sum())
+    assert evaluate(model, batches, torch.device("cpu"), no_autocast) == total / count
+    assert on_device(batches, torch.device("cpu")) is batches  # nothing to upload on a CPU
 
 
 def test_killed_run_resumes_to_identical_result(tmp_path):
