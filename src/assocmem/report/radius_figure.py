@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from assocmem.report import style
-from assocmem.report.nn_statistics import nn_trend
+from assocmem.report import nn_trends, style
 from assocmem.theory import radius as ra
 
 SET_LABELS = {"distinct": "distinct prefixes", "all": "all chunks", "gain_free": "distinct, gain divided out"}
@@ -25,7 +24,7 @@ def _panel(ax, frame: pd.DataFrame, info: pd.Series, tolerance: float, primary: 
         ax.plot(means.index, means.to_numpy(), SET_MARKERS.get(set_name, "o"), color=colour,
                 markerfacecolor=colour if filled else "none", label=SET_LABELS.get(set_name, set_name))
         if filled and len(means) > 1:
-            trend = nn_trend(group, "mean", seed=seed)
+            trend = nn_trends.trend(group, "mean", seed=seed)
             error = [[trend["level"] - trend["level_lo"]], [trend["level_hi"] - trend["level"]]]
             ax.errorbar([trend["largest"]], [trend["level"]], yerr=error, color=colour, capsize=4, fmt="none",
                         label="95% CI at the largest sample")
