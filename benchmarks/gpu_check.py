@@ -203,6 +203,34 @@ def job_times(results: Path) -> str:
     return "\n".join(lines) if len(table) else f"no Snakemake benchmark files under {results}"
 
 
+def job_timeline(log: Path) -> str:
+    """The main run's jobs by start, from Snakemake's log (its ``[date]`` lines, one-second resolution): when each
+    started and ended after the first job started, and how long it ran; a job that waited for cores, or a gap
+    between a job and the next on the chain, shows here and not in the benchmark files."""
+    if not log.is_file():
+        return f"no Snakemake log at {log}"
+    stamp, starts, ends, names = None, {}, {}, {}
+    for line in log.read_text().splitlines():
+        if line.startswith("[") and line.endswith("]"):
+            stamp = time.mktime(time.strptime(line[1:-1], "%a %b %d %H:%M:%S %Y"))
+        elif line.startswith("Job ") and ":" in line and stamp is not None:
+            job, _, message = line[4:].partition(":")
+            if job.strip().isdigit():
+                starts[job.strip()], names[job.strip()] = stamp, message.split(" (log:")[0].strip()
+        elif line.startswith("Finished jobid: ") and stamp is not None:
+            ends[line.split()[2]] = stamp
+    if not starts:
+        return f"no jobs in {log}"
+    zero = min(starts.values())
+    lines = [f"{'start':>6} {'end':>6} {'s':>5}  job (seconds after the first job started)"]
+    for job in sorted(starts, key=lambda j: (starts[j], int(j))):
+        end = ends.get(job)
+        took = f"{end - starts[job]:5.0f}" if end is not None else "    -"
+        finish = f"{end - zero:6.0f}" if end is not None else "     -"
+        lines.append(f"{starts[job] - zero:6.0f} {finish} {took}  {names[job]}")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -215,9 +243,14 @@ def main(argv: list[str] | None = None) -> None:
     show.add_argument("results", type=Path)
     jobs = commands.add_parser("jobs", help="print the main run's per-job times (Snakemake benchmark files)")
     jobs.add_argument("results", type=Path, help="the run's results/ folder")
+    timeline = commands.add_parser("timeline", help="print the main run's jobs by start (Snakemake's log)")
+    timeline.add_argument("log", type=Path, help="the run's .snakemake/log/<date>.snakemake.log")
     args = parser.parse_args(argv)
     if args.command == "jobs":
         print(job_times(args.results))
+        return
+    if args.command == "timeline":
+        print(job_timeline(args.log))
         return
     if args.command == "table":
         rows = [json.loads(line) for line in args.results.read_text().splitlines() if line.strip()]

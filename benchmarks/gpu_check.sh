@@ -86,6 +86,7 @@ else
   echo "main run: $((SECONDS - start)) s"
   grep "assocmem:" "$OUT/main_run.log" | tail -8
   python3 benchmarks/gpu_check.py jobs /tmp/gpu-check-main/results
+  python3 benchmarks/gpu_check.py timeline "$(ls -t /tmp/gpu-check-main/.snakemake/log/*.log 2> /dev/null | head -1)"
   (cd /tmp/gpu-check-main && find results -name '*.tsv' -o -name 'timing.json' -o -name '*.log' -o -name '*.csv' \
     | tar -czf "$OUT/main_run_records.tgz" -T - .snakemake/log 2> /dev/null)
   python3 - /tmp/gpu-check-main/results/report/verdicts.csv docs/results/default.json <<'EOF'

@@ -75,11 +75,6 @@ def parallel_figures(workers: int) -> Iterator[None]:
     writer.finish()
 
 
-def report_workers() -> int:
-    """Processes the report may run side by side: the writers of :func:`parallel_figures` (1 outside it)."""
-    return _current.workers if _current is not None else 1
-
-
 def write_figure(name: str, write: Callable[[], None]) -> None:
     """Run ``write`` (which saves ``name``'s files) in a forked writer inside :func:`parallel_figures`, else now."""
     if _current is None:

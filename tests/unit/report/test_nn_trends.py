@@ -1,5 +1,5 @@
-"""The radius claim and its figure compute each bootstrapped trend once, side by side in forked workers, and get
-the numbers a serial computation gives."""
+"""The radius claim and its figure compute each bootstrapped trend once, and get the numbers a computation without
+the memory gives."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from assocmem.report import nn_trends
-from assocmem.report.claims.radius import PAPER_RATIO, primary_set, radius, trend_requests
+from assocmem.report.claims.radius import PAPER_RATIO, primary_set, radius
 from assocmem.report.radius_figure import radius_trend
 
 
@@ -42,28 +42,32 @@ def _same(a: dict, b: dict) -> bool:
         a[k] == b[k] or (isinstance(a[k], float) and math.isnan(a[k]) and math.isnan(b[k])) for k in a)
 
 
-@pytest.mark.parametrize("workers", [1, 3])
-def test_the_claim_and_its_figure_read_prefetched_trends_equal_to_serial_ones(workers, tmp_path, monkeypatch):
+def test_the_figure_reads_the_claims_trends_and_the_numbers_are_those_without_the_memory(tmp_path, monkeypatch):
     queries, runs = _mixed_runs()
-    serial = radius(queries, runs, seed=5)
+    alone = radius(queries, runs, seed=5)
+    computed: list[tuple[str, str]] = []
+    real = nn_trends.nn_trend
+
+    def counted(frame, statistic, **kw):
+        computed.append((frame["run"].iloc[0], statistic))
+        return real(frame, statistic, **kw)
+
+    monkeypatch.setattr(nn_trends, "nn_trend", counted)
     with nn_trends.shared():
-        computed = nn_trends.prefetch(trend_requests(queries, runs), workers, seed=5)
-        # paper models: 2 units x 2 statistics each; the toy run: its primary set x 2; the figure's means of the
-        # primary sets are among them, the unusable run's is not
-        assert computed == 2 * 4 + 2 + 1
-        asked: list[str] = []
-        monkeypatch.setattr(nn_trends, "nn_trend", lambda frame, statistic, **_: asked.append(statistic))
-        shared = radius(queries, runs, seed=5)
+        together = radius(queries, runs, seed=5)
+        claimed = len(computed)
         radius_trend(queries, runs, tmp_path, tolerance=PAPER_RATIO, primary=primary_set, seed=5)
-    assert asked == []  # nothing left to compute: the requests name every trend the two ask for
-    assert shared["verdict"] == serial["verdict"] and _same(shared["numbers"], serial["numbers"])
+    # the claim: each paper model's two units and the toy run's primary set, mean and median; the figure then
+    # computes only the unusable run's mean, which the claim never asked for
+    assert claimed == 2 * 4 + 2 and computed[claimed:] == [("L2/pct1", "mean")]
+    assert together["verdict"] == alone["verdict"] and _same(together["numbers"], alone["numbers"])
 
 
 def test_a_trend_is_remembered_by_its_data_not_its_name(monkeypatch):
     queries, runs = _mixed_runs()
     frame = queries[(queries["run"] == "L4/pct100") & (queries["set"] == "gain_free")]
     first = nn_trends.trend(frame, "mean", n_boot=50)
-    assert nn_trends.prefetch([(frame, "mean")], 2, n_boot=50) == 0  # outside shared(): nothing to keep them in
+    assert len(nn_trends.trend(frame, "mean", n_boot=50)["level_replicates"]) == 50  # outside shared(): no memory
     with nn_trends.shared():
         assert _same({k: v for k, v in nn_trends.trend(frame, "mean", n_boot=50).items() if k != "level_replicates"},
                      {k: v for k, v in first.items() if k != "level_replicates"})

@@ -38,6 +38,34 @@ def test_the_gpu_check_lists_the_main_runs_jobs_longest_first(tmp_path) -> None:
     assert "no Snakemake benchmark files" in job_times(tmp_path / "absent")
 
 
+SNAKEMAKE_LOG = """Building DAG of jobs...
+[Fri Nov 27 03:08:38 2026]
+Job 3: generate data: qf (log: results/logs/qf/generate_data.log)
+[Fri Nov 27 03:08:39 2026]
+Finished jobid: 3 (Rule: generate_data)
+[Fri Nov 27 03:09:14 2026]
+Job 10: evaluate: qf L4/pct100 (log: results/logs/qf/evaluate_L4_pct100.log)
+[Fri Nov 27 03:09:30 2026]
+Job 1: report (log: results/logs/report.log)
+[Fri Nov 27 03:09:31 2026]
+Finished jobid: 10 (Rule: evaluate)
+"""
+
+
+def test_the_gpu_check_prints_the_main_runs_jobs_by_start(tmp_path) -> None:
+    """Where a job waited (the evaluate jobs held back by their cores in the second GPU run) shows as its start."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from gpu_check import job_timeline
+
+    (tmp_path / "run.log").write_text(SNAKEMAKE_LOG)
+    lines = job_timeline(tmp_path / "run.log").splitlines()
+    assert [line.split()[:3] for line in lines[1:]] == [["0", "1", "1"], ["36", "53", "17"], ["52", "-", "-"]]
+    assert lines[1].endswith("generate data: qf") and lines[3].endswith("report")
+    assert "no Snakemake log" in job_timeline(tmp_path / "absent.log")
+
+
 def test_each_arms_ratio_is_against_its_own_base() -> None:
     """The project's GPT-2 arms against nanoGPT in the same mode, the L4 arms against the eager step; nanoGPT's own
     arms get no ratio (the first GPU run's table printed nanoGPT against the L4 step)."""

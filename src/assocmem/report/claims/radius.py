@@ -47,7 +47,6 @@ from assocmem.report.artifacts import Run
 from assocmem.report.claims.base import check_row, listing, require_columns
 from assocmem.report.claims.registry import Claim, Untestable, register
 from assocmem.report.evidence import Evidence
-from assocmem.report.figure_writer import report_workers
 from assocmem.report.nn_statistics import (
     CONFIDENCE,
     N_BOOT,
@@ -428,26 +427,6 @@ def radius_inputs(evidence: Evidence) -> tuple[pd.DataFrame, pd.DataFrame, pd.Da
     return pd.concat(queries, ignore_index=True), pd.DataFrame(infos), pd.DataFrame(scales)
 
 
-def trend_requests(nn_queries: pd.DataFrame, runs: pd.DataFrame) -> list[nn_trends.Request]:
-    """The trends :func:`radius` and :func:`radius_trend` will ask for, to compute side by side first: every
-    usable run's primary set (the paper models': each unit all of them have), mean and median; every run's primary
-    set's mean where it has two or more sample sizes (the figure's interval)."""
-    requests: list[nn_trends.Request] = []
-    frames = {str(run): nn_queries[nn_queries["run"] == run] for run in runs["run"]}
-    paper = runs["paper_model"].astype(bool) if "paper_model" in runs.columns else pd.Series(False, runs.index)
-    usable = runs["usable"].astype(bool)
-    decided = [str(run) for run in runs.loc[usable & paper, "run"]]
-    units = [unit for unit in UNITS if all((frames[run]["set"] == unit).any() for run in decided)]
-    for run, info_usable, info_paper in zip(runs["run"].astype(str), usable, paper, strict=True):
-        frame = frames[run]
-        sets = units if info_usable and info_paper else [primary_set(frame)] if info_usable else []
-        requests += [(frame[frame["set"] == name], statistic) for name in sets for statistic in STATISTICS]
-        primary = frame[frame["set"] == primary_set(frame)] if len(frame) else frame
-        if primary["n_patterns"].nunique() > 1:
-            requests.append((primary, "mean"))
-    return requests
-
-
 NO_ACTIVATIONS = Untestable(
     "nothing: this configuration dumps no activations (a scaling sweep only)",
     "No nearest-neighbour distances: the configured experiments dump no activations. The default config "
@@ -461,8 +440,7 @@ def _radius_row(evidence: Evidence) -> dict[str, Any] | Untestable:
     if not evidence.runs:
         return NO_ACTIVATIONS
     nn_queries, run_info, layer_scale = radius_inputs(evidence)
-    with nn_trends.shared():  # the claim and its figure read one computation of each trend
-        nn_trends.prefetch(trend_requests(nn_queries, run_info), report_workers(), seed=evidence.seed)
+    with nn_trends.shared():  # the figure reads the claim's trends instead of computing them again
         row = radius(nn_queries, run_info, layer_scale, seed=evidence.seed)
         path, caption = radius_trend(nn_queries, run_info, evidence.fig_dir, tolerance=PAPER_RATIO,
                                      primary=primary_set, seed=evidence.seed)
