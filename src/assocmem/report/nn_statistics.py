@@ -79,7 +79,7 @@ def bootstrap_statistics(groups: list[tuple[np.ndarray, np.ndarray]], n_queries:
     for start in range(0, n_boot, block):
         rows = table[start:start + block]
         for column, (query_index, distances) in enumerate(groups):
-            if statistic == "mean":
+            if statistic == "mean":  # column-major, as a gather along axis 1 lays it out: the product rounds alike
                 w = (rows if every[column] else rows[:, query_index]).astype(np.float64, order="F")
                 out[start:start + len(rows), column] = (w @ distances) / np.maximum(w.sum(axis=1), 1e-300)
             else:

@@ -32,18 +32,19 @@ log = logging.getLogger(__name__)
 
 @torch.no_grad()
 def evaluate(model: torch.nn.Module, batches: list[Batch], device: torch.device, autocast: Any) -> float:
-    """Mean NLL a scored target over ``batches``, summed on the device in float64 (the same additions, in the same
-    order, as summing each batch's value on the host) and read once: no host sync per batch."""
+    """Mean NLL a scored target over ``batches``, its sum and count kept on the device (the sum in float64: the same
+    additions, in the same order, as adding each batch's value on the host) and read once: no host sync a batch."""
     was_training = model.training
     model.eval()
     total = torch.zeros((), dtype=torch.float64, device=device)
-    count = 0
+    scored = torch.zeros((), dtype=torch.int64, device=device)
     for inputs, targets in batches:
+        targets = targets.to(device, non_blocking=True)
         with autocast():
-            total += summed_nll(model, inputs.to(device, non_blocking=True), targets.to(device, non_blocking=True))
-        count += int((targets != IGNORE).sum())  # counted on the host copy where there is one
+            total += summed_nll(model, inputs.to(device, non_blocking=True), targets)
+        scored += (targets != IGNORE).sum()
     model.train(was_training)
-    return float(total) / max(count, 1)
+    return float(total) / max(int(scored), 1)
 
 
 def on_device(batches: list[Batch], device: torch.device) -> list[Batch]:
