@@ -64,16 +64,23 @@ def test_the_figure_reads_the_claims_trends_and_the_numbers_are_those_without_th
 
 
 def test_a_trend_is_remembered_by_its_data_not_its_name(monkeypatch):
-    queries, runs = _mixed_runs()
+    queries, _ = _mixed_runs()
     frame = queries[(queries["run"] == "L4/pct100") & (queries["set"] == "gain_free")]
+    computed: list[str] = []
+    real = nn_trends.nn_trend
+    monkeypatch.setattr(nn_trends, "nn_trend", lambda f, s, **kw: computed.append(s) or real(f, s, **kw))
     first = nn_trends.trend(frame, "mean", n_boot=50)
-    assert len(nn_trends.trend(frame, "mean", n_boot=50)["level_replicates"]) == 50  # outside shared(): no memory
+    nn_trends.trend(frame, "mean", n_boot=50)
+    assert len(computed) == 2  # outside shared(): nothing is remembered
     with nn_trends.shared():
-        assert _same({k: v for k, v in nn_trends.trend(frame, "mean", n_boot=50).items() if k != "level_replicates"},
-                     {k: v for k, v in first.items() if k != "level_replicates"})
+        kept = nn_trends.trend(frame, "mean", n_boot=50)
         again = nn_trends.trend(frame, "mean", n_boot=50)
+        assert len(computed) == 3 and kept["level"] == first["level"]
         again.pop("level_replicates")  # a caller's change to its dict does not reach the memory
         assert "level_replicates" in nn_trends.trend(frame, "mean", n_boot=50)
         moved = frame.assign(distance=frame["distance"] * 2)  # same run and set, other distances
         assert nn_trends.trend(moved, "mean", n_boot=50)["level"] == pytest.approx(2 * first["level"])
         assert nn_trends.trend(frame, "mean", n_boot=60)["level_replicates"].shape == (60,)
+        assert len(computed) == 5  # the moved data and the other replicate count, each computed
+    nn_trends.trend(frame, "mean", n_boot=50)
+    assert len(computed) == 6  # the memory ends with the block
