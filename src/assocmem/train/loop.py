@@ -89,7 +89,7 @@ class TrainJob:
     job: str = ""  # "<exp>/<model>/<subset>": written into model.pt and best.pt, checked by their readers
     _batches: DeviceBatches | None = field(default=None, init=False, repr=False)
     _graphed: GraphedStep | None = field(default=None, init=False, repr=False)  # set by run(): under CUDA graphs
-    _eval_on_device: dict[str, list[Batch]] = field(default_factory=dict, init=False, repr=False)
+    _eval_on: tuple[torch.device, dict[str, list[Batch]]] | None = field(default=None, init=False, repr=False)
     _loss: Callable[..., torch.Tensor] = field(default_factory=lambda: summed_nll, init=False, repr=False)
 
     def _autocast(self, device: torch.device, cache: bool = True) -> Callable[[], Any]:
@@ -108,6 +108,12 @@ class TrainJob:
         if self._batches is None or self._batches.device != device:
             self._batches = DeviceBatches(self.train_batches, device, *dist_rank_world())
         return self._batches
+
+    def _eval_sets_on(self, device: torch.device) -> dict[str, list[Batch]]:
+        """The evaluation sets on ``device``, uploaded at the first evaluation (:func:`on_device`)."""
+        if self._eval_on is None or self._eval_on[0] != device:
+            self._eval_on = device, {name: on_device(batches, device) for name, batches in self.eval_sets.items()}
+        return self._eval_on[1]
 
     def _graphed_step(self, model: DecoderLM, optimizer: torch.optim.Optimizer, device: torch.device) -> GraphedStep:
         """The step in one CUDA graph (:mod:`assocmem.train.graphed`), over the source's widest batch."""
@@ -238,16 +244,12 @@ class TrainJob:
                              "mfu": tokens_per_s * flops_token / peak})
         # every rank holds the same weights, so only rank 0 (which writes the metrics) evaluates
         main = dist_rank_world()[0] == 0
-        if main and not self._eval_on_device:
-            self._eval_on_device = {name: on_device(batches, device) for name, batches in self.eval_sets.items()}
-        for name, batches in self._eval_on_device.items():
+        sets = self._eval_sets_on(device) if main else self.eval_sets
+        for name, batches in sets.items():
             if name != RECALL_SET:
-                row[f"{name}_ce"] = evaluate(model, batches, device, autocast)
-        if RECALL_SET in self._eval_on_device:
-            row["train_recall"] = recall(model, self._eval_on_device[RECALL_SET], device, autocast)
-        if not main:
-            row.update({f"{name}_ce": float("nan") for name in self.eval_sets if name != RECALL_SET})
-            row.update({"train_recall": 0.0} if RECALL_SET in self.eval_sets else {})
+                row[f"{name}_ce"] = evaluate(model, batches, device, autocast) if main else float("nan")
+        if RECALL_SET in sets:
+            row["train_recall"] = recall(model, sets[RECALL_SET], device, autocast) if main else 0.0
         state.metrics.append(row)
         state.running_loss, state.running_tokens = 0.0, 0
         return row
