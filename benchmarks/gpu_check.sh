@@ -61,7 +61,7 @@ if [ $DRY = 0 ]; then
 fi
 
 if [ $DRY = 0 ] && want tests; then  # the tests a CPU skips: the torch k-NN engine and the training step on CUDA
-  part 60 "pytest -m gpu" python3 -m pytest -q -p no:cacheprovider -rs -m gpu tests/unit/knn tests/unit/train tests/unit/evaluation
+  part 60 "pytest -m gpu" python3 -m pytest -q -p no:cacheprovider -rs -m gpu tests/unit/knn tests/unit/train tests/unit/evaluation tests/unit/core/test_gpu_probe.py
 fi
 
 if ! want knn; then

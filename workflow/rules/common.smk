@@ -9,7 +9,8 @@ import sys
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
 from assocmem import layout, rerun, runhooks, runlock, targets
-from assocmem.runtime import run_priority, share_of_cores
+from assocmem.runtime import job_threads, run_priority, share_of_cores
+from assocmem.runtime.gpu_probe import cuda_present
 from assocmem.codehash import code_digest
 from assocmem.config import (
     ConfigError,
@@ -217,14 +218,46 @@ def priority_of_run(w):
     return run_priority(spec, train, fractions[w.subset])
 
 
-# Threads of the k-NN and evaluation jobs: each an equal share of --cores among the config's jobs of that rule
-# (assocmem.runtime.share_of_cores); training stays at threads_per_job.
-NEIGHBOUR_THREADS = share_of_cores(
-    local_cores(), sum(1 for exp, _, _ in runs() if not is_sweep(exp)), THREADS
+# Threads of the k-NN and evaluation jobs (assocmem.runtime.job_threads): threads_per_job for a job on a GPU (it
+# keeps one core busy); on the CPU an equal share of --cores among the rule's CPU jobs. Training: threads_per_job.
+CUDA_PRESENT = cuda_present()
+
+
+def on_gpu(device):
+    """Whether a job with this configured device runs on a GPU here (auto: when the torch-free probe finds one)."""
+    return device == "cuda" or (device == "auto" and CUDA_PRESENT)
+
+
+def neighbours_device(exp):
+    return EXPS[exp]["neighbours"]["device"]
+
+
+def evaluate_device(exp):
+    return EXPS[exp]["activations"]["device"]
+
+
+NEIGHBOUR_CPU_JOBS = sum(
+    1
+    for exp, _, _ in runs()
+    if not is_sweep(exp) and not on_gpu(neighbours_device(exp))
 )
-EVALUATE_THREADS = share_of_cores(
-    local_cores(), sum(len(evaluated_runs(EXPS[exp])) for exp in EXPS), THREADS
+EVALUATE_CPU_JOBS = sum(
+    len(evaluated_runs(EXPS[exp])) for exp in EXPS if not on_gpu(evaluate_device(exp))
 )
+
+
+def neighbour_threads(w):
+    return job_threads(
+        local_cores(), NEIGHBOUR_CPU_JOBS, THREADS, on_gpu(neighbours_device(w.exp))
+    )
+
+
+def evaluate_threads(w):
+    return job_threads(
+        local_cores(), EVALUATE_CPU_JOBS, THREADS, on_gpu(evaluate_device(w.exp))
+    )
+
+
 # the report runs alone, last: its figures are written by up to this many forked processes
 REPORT_THREADS = share_of_cores(local_cores(), 1, THREADS)
 

@@ -16,7 +16,7 @@ rule evaluate:
         subset=r"pct[0-9.]+",
     conda:
         "../envs/assocmem.yaml"
-    threads: EVALUATE_THREADS
+    threads: evaluate_threads
     resources:
         mem_mb=3000,
         runtime=60,

@@ -19,7 +19,7 @@ rule neighbours:
     priority: priority_of_run
     conda:
         "../envs/assocmem.yaml"
-    threads: NEIGHBOUR_THREADS
+    threads: neighbour_threads
     resources:
         mem_mb=3000,
         runtime=60,

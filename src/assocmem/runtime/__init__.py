@@ -69,6 +69,18 @@ def share_of_cores(cores: int | None, jobs: int, floor: int = 1) -> int:
     return max(floor, int(cores) // max(1, jobs))
 
 
+def job_threads(cores: int | None, cpu_jobs: int, floor: int, on_gpu: bool) -> int:
+    """Threads of one evaluate or neighbours job: ``floor`` (threads_per_job) where it runs on a GPU, else its equal
+    share of ``cores`` among the rule's ``cpu_jobs`` jobs that run on the CPU (:func:`share_of_cores`).
+
+    On a GPU these jobs keep about one core busy whatever they are granted: in the second GPU run (one H200, 16
+    cores; benchmarks/README.md) the twelve evaluate and neighbours jobs, granted 8 and 4 threads, ran at a mean load
+    of 0.89 to 1.04 cores, and the second evaluate job waited 13 s for its 8 cores while the first held them."""
+    if on_gpu:
+        return share_of_cores(None, cpu_jobs, floor)
+    return share_of_cores(cores, cpu_jobs, floor)
+
+
 def run_priority(model: dict[str, Any], train: dict[str, Any], fraction: float) -> float:
     """Snakemake priority of one trained run's chain of jobs (train, its activations and neighbours): the
     logarithm of its training's expected cost, steps x batch x the multiply-adds of its blocks, plus a tenth of its

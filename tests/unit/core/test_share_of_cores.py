@@ -1,12 +1,13 @@
 """The threads of the neighbours and evaluate jobs (workflow/rules/common.smk): an equal share of --cores among the
-config's jobs of the rule, at least threads_per_job, and threads_per_job alone where jobs go to a cluster."""
+rule's jobs on the CPU, at least threads_per_job; threads_per_job alone where a job runs on a GPU or jobs go to a
+cluster."""
 
 from __future__ import annotations
 
 import pytest
 
 from assocmem.errors import AssocmemError
-from assocmem.runtime import share_of_cores
+from assocmem.runtime import job_threads, share_of_cores
 
 
 @pytest.mark.parametrize(("cores", "jobs", "floor", "threads"), [
@@ -29,3 +30,17 @@ def test_jobs_share_the_cores(cores: int | None, jobs: int, floor: int, threads:
 def test_bad_counts_are_refused() -> None:
     with pytest.raises(AssocmemError, match="floor must be >= 1"):
         share_of_cores(4, 2, 0)
+
+
+@pytest.mark.parametrize(("cores", "cpu_jobs", "floor", "on_gpu", "threads"), [
+    (16, 2, 1, False, 8),  # on the CPU: the share, as share_of_cores gives it
+    (16, 2, 1, True, 1),  # on a GPU: threads_per_job, whatever the cores
+    (16, 2, 3, True, 3),
+    (2, 4, 1, True, 1),
+    (2, 4, 1, False, 1),
+    (None, 4, 2, False, 2),  # a cluster run: the explicit request either way
+    (None, 4, 2, True, 2),
+])
+def test_a_job_on_a_gpu_takes_threads_per_job(cores: int | None, cpu_jobs: int, floor: int, on_gpu: bool,
+                                               threads: int) -> None:
+    assert job_threads(cores, cpu_jobs, floor, on_gpu) == threads
