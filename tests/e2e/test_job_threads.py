@@ -1,5 +1,5 @@
-"""The threads Snakemake gives the jobs of a local run (workflow/rules/common.smk). The report runs alone at the end
-of the DAG, so it takes every core of --cores (its figures are written by that many forked processes:
+"""The threads Snakemake gives the jobs of a local run (workflow/rules/common_scheduling.smk). The report runs alone at
+the end of the DAG, so it takes every core of --cores (its figures are written by that many forked processes:
 assocmem.report.figure_writer). An evaluate or neighbours job takes an equal share of --cores among its rule's jobs
 that run on the CPU, and threads_per_job where it runs on a GPU (assocmem.runtime.job_threads: there it keeps one
 core busy, and a share would hold cores other jobs wait for)."""

@@ -9,8 +9,6 @@ import sys
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
 from assocmem import layout, rerun, runhooks, runlock, targets
-from assocmem.runtime import job_threads, run_priority, share_of_cores
-from assocmem.runtime.gpu_probe import cuda_present
 from assocmem.codehash import code_digest
 from assocmem.config import (
     ConfigError,
@@ -165,15 +163,6 @@ def kind(exp):
     return kind_of(EXPS[exp]["dataset"])
 
 
-def kind_resource(rule, key):
-    return lambda w: kind(w.exp).resources[rule][key]
-
-
-def tokenize_threads(w):
-    """dataset.num_proc worker processes where the kind's tokenizer runs in parallel, else one."""
-    return EXPS[w.exp]["dataset"]["num_proc"] if kind(w.exp).parallel_tokenizer else 1
-
-
 def subsets_of(exp):
     return {layout.subset_name(f): f for f in EXPS[exp]["subsets"]["fractions"]}
 
@@ -196,70 +185,8 @@ def runs():
     return trained + [(e, m, PRETRAINED) for e in EXPS for m in EXPS[e]["pretrained"]]
 
 
-def local_cores():
-    """--cores of a local run; None where the jobs go to a cluster (SLURM), whose requests stay explicit."""
-    if not workflow.local_exec or workflow.remote_exec:
-        return None
-    try:
-        return workflow.cores
-    except WorkflowError:
-        return None
-
-
-def priority_of_run(w):
-    """Priority of a run's train, activations and neighbours jobs (assocmem.runtime.run_priority): the costliest
-    training and its chain start first; a pretrained model's jobs have none, nor evaluate, a leaf only the report
-    waits for.
-    """
-    fractions = subsets_of(w.exp)
-    if w.subset not in fractions:
-        return 0
-    spec, train = run_settings(EXPS[w.exp], w.model)
-    return run_priority(spec, train, fractions[w.subset])
-
-
-# Threads of the k-NN and evaluation jobs (assocmem.runtime.job_threads): threads_per_job for a job on a GPU (it
-# keeps one core busy); on the CPU an equal share of --cores among the rule's CPU jobs. Training: threads_per_job.
-CUDA_PRESENT = cuda_present()
-
-
-def on_gpu(device):
-    """Whether a job with this configured device runs on a GPU here (auto: when the torch-free probe finds one)."""
-    return device == "cuda" or (device == "auto" and CUDA_PRESENT)
-
-
-def neighbours_device(exp):
-    return EXPS[exp]["neighbours"]["device"]
-
-
-def evaluate_device(exp):
-    return EXPS[exp]["activations"]["device"]
-
-
-NEIGHBOUR_CPU_JOBS = sum(
-    1
-    for exp, _, _ in runs()
-    if not is_sweep(exp) and not on_gpu(neighbours_device(exp))
-)
-EVALUATE_CPU_JOBS = sum(
-    len(evaluated_runs(EXPS[exp])) for exp in EXPS if not on_gpu(evaluate_device(exp))
-)
-
-
-def neighbour_threads(w):
-    return job_threads(
-        local_cores(), NEIGHBOUR_CPU_JOBS, THREADS, on_gpu(neighbours_device(w.exp))
-    )
-
-
-def evaluate_threads(w):
-    return job_threads(
-        local_cores(), EVALUATE_CPU_JOBS, THREADS, on_gpu(evaluate_device(w.exp))
-    )
-
-
-# the report runs alone, last: its figures are written by up to this many forked processes
-REPORT_THREADS = share_of_cores(local_cores(), 1, THREADS)
+# threads, priorities and GPUs of the jobs: how Snakemake places them (no job output depends on it)
+include: "common_scheduling.smk"
 
 
 # ------------------------------------------------------------------ params: exactly the keys that change an output
@@ -461,20 +388,6 @@ def raw_dir_arg(w, input):
     return f"--raw-dir {shlex.quote(str(Path(input.raw[0]).parent))}"
 
 
-def gpus_for(device):
-    """GPUs a job requests: one when its config says cuda; 'auto' uses a GPU when the node has one but
-    asks for none (so it also runs on CPU-only nodes)."""
-    return 1 if device == "cuda" else 0
-
-
-def train_launcher(w):
-    """One torchrun over all of a job's GPUs (DDP) when train.gpus > 1, plain python otherwise."""
-    gpus = EXPS[w.exp]["train"]["gpus"]
-    if gpus > 1:
-        return f"python -m torch.distributed.run --standalone --nproc_per_node={gpus}"
-    return "python"
-
-
 def data_files(exp):
     """Every data artifact of an experiment."""
     files = [
@@ -673,76 +586,5 @@ def check_report_config():
 
 # stacked replicas (train.stack_replicas): which runs train as one stacked job, its outputs and group file
 include: "common_stacking.smk"
-
-
-# ------------------------------------------------------------------ provenance stamps (assocmem.stamps)
-
-PARAMS_OF = {
-    "generate_data": generate_params,
-    "data_audit": audit_params,
-    "generate_fresh": fresh_params,
-    "generate_facts": facts_params,
-    "tokenize": tokenize_params,
-    "subsets": subset_params,
-    "train": train_params,
-    "activations": activation_params,
-    "pretrained_activations": pretrained_params,
-    "neighbours": neighbour_params,
-    "evaluate": evaluation_params,
-    "sweep": grid_params,
-    "memorisation": grid_params,
-}
-
-
-def upstream_expectations(input, skip=()):
-    """What the stamp of each job this one reads must record, as this config and checkout imply: its job, the
-    digests of its settings and code, and the files read from it (artifact names in ``skip`` are not read).
-    """
-    from types import SimpleNamespace
-
-    from assocmem import stamps
-
-    read = {}
-    for path in input:
-        if not str(path).startswith(
-            f"{R}/"
-        ):  # a file of the user's, not a job's output
-            continue
-        found = layout.match(path)
-        job = None if found is None or found[0] in skip else layout.stamp_for(*found)
-        if job is None:
-            continue
-        producer, stamp = job
-        files = read.setdefault(str(stamp), (producer, found[1], []))[2]
-        if found[0] not in layout.STAMPS.values():
-            files.append(Path(path).name)
-    return {
-        stamp: stamps.expectation(
-            stamp,
-            producer,
-            json.loads(PARAMS_OF[producer](SimpleNamespace(**fields))),
-            stage_code(producer),
-            files,
-        )
-        for stamp, (producer, fields, files) in read.items()
-    }
-
-
-def _provenance_args(input, output, skip=()):
-    args = []
-    if "stamp" in output.keys():
-        args += ["--stamp", output.stamp, "--outputs", *output]
-    upstream = upstream_expectations(input, skip)
-    if upstream:
-        args += ["--upstream", json.dumps(upstream, sort_keys=True)]
-    return " ".join(shlex.quote(str(arg)) for arg in args)
-
-
-def provenance_args(w, input, output):
-    """params: the stage's --upstream (the stamps it reads, checked first) and --stamp/--outputs (its own)."""
-    return _provenance_args(input, output)
-
-
-def report_provenance_args(w, input, output):
-    """The report checks every stamp, but not the model weights it never reads."""
-    return _provenance_args(input, output, skip=("model", "best_model"))
+# provenance stamps: what each job expects of its inputs' stamps (assocmem.stamps)
+include: "common_provenance.smk"

@@ -1,5 +1,5 @@
-"""The jobs' priority (assocmem.runtime.run_priority, workflow/rules/common.smk): the costliest training and its
-chain start first, so that on few cores the longest path of the DAG does not wait behind short jobs."""
+"""The jobs' priority (assocmem.runtime.run_priority, workflow/rules/common_scheduling.smk): the costliest training and
+its chain start first, so that on few cores the longest path of the DAG does not wait behind short jobs."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""The threads of the neighbours and evaluate jobs (workflow/rules/common.smk): an equal share of --cores among the
-rule's jobs on the CPU, at least threads_per_job; threads_per_job alone where a job runs on a GPU or jobs go to a
-cluster."""
+"""The threads of the neighbours and evaluate jobs (workflow/rules/common_scheduling.smk): an equal share of --cores
+among the rule's jobs on the CPU, at least threads_per_job; threads_per_job alone where a job runs on a GPU or jobs
+go to a cluster."""
 
 from __future__ import annotations
 
