@@ -76,9 +76,7 @@ def job_threads(cores: int | None, cpu_jobs: int, floor: int, on_gpu: bool) -> i
     On a GPU these jobs keep about one core busy whatever they are granted: in the second GPU run (one H200, 16
     cores; benchmarks/README.md) the twelve evaluate and neighbours jobs, granted 8 and 4 threads, ran at a mean load
     of 0.89 to 1.04 cores, and the second evaluate job waited 13 s for its 8 cores while the first held them."""
-    if on_gpu:
-        return share_of_cores(None, cpu_jobs, floor)
-    return share_of_cores(cores, cpu_jobs, floor)
+    return share_of_cores(None if on_gpu else cores, cpu_jobs, floor)  # None: the explicit floor, as on a cluster
 
 
 def run_priority(model: dict[str, Any], train: dict[str, Any], fraction: float) -> float:

@@ -37,12 +37,10 @@ def built_for_cuda(version_file: Path | None) -> bool:
     except (OSError, SyntaxError, UnicodeDecodeError):
         return False
     for node in tree.body:
-        target = node.target if isinstance(node, ast.AnnAssign) else None
-        if isinstance(node, ast.Assign) and len(node.targets) == 1:
-            target = node.targets[0]
-        value = getattr(node, "value", None)
-        if isinstance(target, ast.Name) and target.id == "cuda" and isinstance(value, ast.Constant):
-            return isinstance(value.value, str) and bool(value.value)
+        targets = [node.target] if isinstance(node, ast.AnnAssign) else getattr(node, "targets", [])
+        if any(isinstance(target, ast.Name) and target.id == "cuda" for target in targets):
+            value = getattr(node.value, "value", None)  # a constant's value; None for any other expression
+            return isinstance(value, str) and bool(value)
     return False
 
 

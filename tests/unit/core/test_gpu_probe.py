@@ -40,6 +40,8 @@ def dev_dir(tmp_path: Path, *names: str) -> Path:
     ("cuda = ''\n", False),
     ("cuda = None\n", False),
     ("__version__ = '2.0'\n", False),  # no cuda at all
+    ("cuda: Optional[str]\n", False),  # annotated, no value
+    ("cuda = get_cuda()\n", False),  # not a constant
     ("cuda = (\n", False),  # not Python
 ])
 def test_a_torch_build_is_for_cuda_when_its_version_file_names_a_cuda_version(tmp_path, text: str,
