@@ -59,6 +59,12 @@ if [ $DRY = 0 ]; then
   fi
   python3 -c "import sys, torch; print(sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda)"
 fi
+# the host's CPU and the BLAS numpy and scipy load (its threads spin or sleep: the report job's CPU time hangs on it)
+lscpu | grep -E '^(Model name|CPU family|Model|CPU\(s\)|Thread\(s\) per core|Socket\(s\)):' | tr -s ' ' | paste -sd';'
+python3 -c "import numpy, scipy.linalg, threadpoolctl
+for lib in threadpoolctl.threadpool_info():
+    print('threads:', *(f'{k}={lib.get(k)}' for k in ('user_api', 'internal_api', 'version', 'threading_layer',
+                                                     'num_threads', 'filepath')))"
 
 if [ $DRY = 0 ] && want tests; then  # the tests a CPU skips: the torch k-NN engine and the training step on CUDA
   part 60 "pytest -m gpu" python3 -m pytest -q -p no:cacheprovider -rs -m gpu tests/unit/knn tests/unit/train tests/unit/evaluation tests/unit/core/test_gpu_probe.py

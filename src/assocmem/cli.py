@@ -20,6 +20,7 @@ from assocmem import stages, stamps
 from assocmem.codehash import code_digest
 from assocmem.errors import AssocmemError
 from assocmem.progress import Heartbeat, set_job, status_line
+from assocmem.runtime.cpu_time import CpuSnapshot, cpu_split
 
 log = logging.getLogger("assocmem")
 INTERRUPTED = 130  # the exit status of a process ended by SIGINT, as the shell reports it
@@ -129,9 +130,11 @@ def run_stage(args: argparse.Namespace) -> str:
     run_dir = PER_RUN_DIR.get(func.__name__)
     job = args.stage if run_dir is None else f"{args.stage} {'/'.join(getattr(args, run_dir).parts[-2:])}"
     set_job(job)
+    start = CpuSnapshot.now()
     with Heartbeat(job) if stamps.is_rank_zero() else contextlib.nullcontext():
         result = func({**settings, "threads": args.threads, "code": code},
                       *(getattr(args, arg.rstrip("?").replace("-", "_")) for arg in paths))
+    log.info("%s: %s", job, cpu_split(start, CpuSnapshot.now()))  # the job's log only: what its CPU time was
     if args.stamp is not None and stamps.is_rank_zero():
         stamps.write_stamp(args.stamp, func.__name__, settings, code, args.outputs, upstream)
     return f"{job}: {result}" if result else job

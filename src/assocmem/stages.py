@@ -242,7 +242,9 @@ def report(params: dict[str, Any], results_dir: Path, out_dir: Path) -> str:
     from collections import Counter
 
     from assocmem.report.build import build_report
+    from assocmem.runtime.blas import one_blas_thread
 
-    build_report(params, results_dir, out_dir)
+    with one_blas_thread():  # the report's threads are its figure writers (processes); its products are small
+        build_report(params, results_dir, out_dir)
     verdicts = Counter(check["verdict"] for check in read_json(out_dir / "checks.json")["checks"])
     return f"{out_dir / 'index.html'}: " + ", ".join(f"{n} {verdict}" for verdict, n in sorted(verdicts.items()))

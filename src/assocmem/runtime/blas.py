@@ -1,4 +1,5 @@
-"""Which BLAS kernels faiss-cpu's bundled OpenBLAS runs, and choosing them before faiss loads.
+"""Which BLAS kernels faiss-cpu's bundled OpenBLAS runs, and choosing them before faiss loads; numpy's and scipy's
+BLAS kept to one thread in a job whose threads are processes.
 
 faiss-cpu wheels bundle an OpenBLAS (0.3.15 in faiss-cpu 1.15.1) that can mis-detect a newer CPU and fall back
 to slow SSE kernels (measured on one host: 37 against 175 GFLOP/s once OPENBLAS_CORETYPE=SkylakeX was set).
@@ -6,11 +7,13 @@ to slow SSE kernels (measured on one host: 37 against 175 GFLOP/s once OPENBLAS_
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import glob
 import logging
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import NamedTuple
@@ -108,3 +111,20 @@ def check_blas_core(cores: BlasCores | None = None) -> dict[str, str | None]:
                     "OPENBLAS_CORETYPE=%s in the environment before Python starts.", cores.faiss, cores.cpu, cores.cpu)
     return {"faiss_openblas_core": cores.faiss, "cpu_supports": cores.cpu,
             "OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE")}
+
+
+@contextlib.contextmanager
+def one_blas_thread() -> Iterator[None]:
+    """numpy's and scipy's BLAS on one thread inside the block (threadpoolctl; the limits before it come back after).
+
+    For a job that spends its ``threads`` on processes (the report's figure writers) and calls BLAS on small
+    operands: Snakemake sets OPENBLAS_NUM_THREADS to the job's threads, and an OpenBLAS worker thread spins on its
+    core after each call instead of sleeping (measured on the 2-core Zen 4 host: with 2 threads, a loop of small
+    products and Python work kept the helper thread 100% busy, 3.16 CPU-s in 3 s), taking cores from the processes
+    the threads were granted for. scipy ships its own BLAS: it is loaded here so that the limit reaches it too."""
+    import numpy  # noqa: F401 - a library must be loaded for threadpoolctl to limit it
+    import scipy.linalg  # noqa: F401
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1, user_api="blas"):
+        yield
