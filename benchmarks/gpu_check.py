@@ -203,6 +203,31 @@ def job_times(results: Path) -> str:
     return "\n".join(lines) if len(table) else f"no Snakemake benchmark files under {results}"
 
 
+def job_cpu(results: Path) -> str:
+    """The main run's jobs, longest first, from the line each job's log ends with
+    (:func:`assocmem.runtime.cpu_time.cpu_split`): when the stage began after its process started (Python, imports),
+    its wall, and its CPU seconds in its main thread, its other threads and the child processes it waited for."""
+    from assocmem.runtime.cpu_time import parse_cpu_line
+
+    rows = []
+    for log in sorted((results / "logs").rglob("*.log")):
+        found = parse_cpu_line(log.read_text(errors="replace"))
+        if found is not None:
+            rows.append((found, log.relative_to(results / "logs").with_suffix("").as_posix()))
+    if not rows:
+        return f"no job logs with a CPU line under {results / 'logs'}"
+
+    def cell(value: float | None) -> str:
+        return "     -" if value is None else f"{value:6.1f}"
+
+    lines = [f"{'began':>6} {'wall':>6} {'CPU':>6} {'cores':>6} {'main':>6} {'others':>6} {'child':>6}  job "
+             "(seconds; began: after its process started; others: its other threads; child: its child processes)"]
+    for found, job in sorted(rows, key=lambda row: -row[0]["wall"]):
+        lines.append(" ".join(cell(found[key]) for key in ("began", "wall", "cpu", "load", "main_thread",
+                                                            "other_threads", "children")) + f"  {job}")
+    return "\n".join(lines)
+
+
 def job_timeline(log: Path) -> str:
     """The main run's jobs by start, from Snakemake's log (its ``[date]`` lines, one-second resolution): when each
     started and ended after the first job started, and how long it ran; a job that waited for cores, or a gap
@@ -243,11 +268,16 @@ def main(argv: list[str] | None = None) -> None:
     show.add_argument("results", type=Path)
     jobs = commands.add_parser("jobs", help="print the main run's per-job times (Snakemake benchmark files)")
     jobs.add_argument("results", type=Path, help="the run's results/ folder")
+    cpu = commands.add_parser("cpu", help="print the main run's per-job start-up and CPU split (the jobs' logs)")
+    cpu.add_argument("results", type=Path, help="the run's results/ folder")
     timeline = commands.add_parser("timeline", help="print the main run's jobs by start (Snakemake's log)")
     timeline.add_argument("log", type=Path, help="the run's .snakemake/log/<date>.snakemake.log")
     args = parser.parse_args(argv)
     if args.command == "jobs":
         print(job_times(args.results))
+        return
+    if args.command == "cpu":
+        print(job_cpu(args.results))
         return
     if args.command == "timeline":
         print(job_timeline(args.log))

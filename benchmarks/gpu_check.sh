@@ -9,7 +9,8 @@
 #   the tests a CPU skips (`pytest -m gpu`: the torch k-NN engine on CUDA);
 #   benchmarks/gpu_knn_check.py (issue 40), where it exists;
 #   the main run, `snakemake --cores all` on the default config (cap $MAIN_CAP, 200 s): its wall time, its jobs'
-#   times (Snakemake's benchmark files; records in $OUT/main_run_records.tgz) and its verdicts against
+#   times (Snakemake's benchmark files), start-up and CPU split (their logs), its timeline (Snakemake's log;
+#   records in $OUT/main_run_records.tgz) and its verdicts against
 #   docs/results/default.json's;
 #   GPT-2 small, the project's trainer against karpathy/nanoGPT (--nanogpt DIR), eager and compiled;
 #   the default's L4 step eager, compiled and in CUDA graphs (benchmarks/gpu_check.py);
@@ -92,6 +93,7 @@ else
   echo "main run: $((SECONDS - start)) s"
   grep "assocmem:" "$OUT/main_run.log" | tail -8
   python3 benchmarks/gpu_check.py jobs /tmp/gpu-check-main/results
+  python3 benchmarks/gpu_check.py cpu /tmp/gpu-check-main/results
   python3 benchmarks/gpu_check.py timeline "$(ls -t /tmp/gpu-check-main/.snakemake/log/*.log 2> /dev/null | head -1)"
   (cd /tmp/gpu-check-main && find results -name '*.tsv' -o -name 'timing.json' -o -name '*.log' -o -name '*.csv' \
     | tar -czf "$OUT/main_run_records.tgz" -T - .snakemake/log 2> /dev/null)

@@ -1,14 +1,28 @@
-"""Where a job's CPU time goes: its main thread, the process's other threads (BLAS, OpenMP and I/O pools, which may
-spin on idle cores) and the child processes it waited for (the report's figure writers). Snakemake's benchmark
-file gives the total only: on the GPU machine (16 cores) the report job used 178 CPU-s in 18.8 s of wall (9.5
-cores busy) where it uses 19-25 CPU-s on a 2-core host (benchmarks/README.md), and the total cannot say which of
-the three it was."""
+"""Where a job's time goes: how long its process ran before the stage began (Python, imports), and its CPU time
+split between the main thread, the process's other threads (BLAS, OpenMP and I/O pools, which may spin on idle
+cores) and the child processes it waited for (the report's figure writers). Snakemake's benchmark file gives the
+total only: on the GPU machine (16 cores) the report job used 178 CPU-s in 18.8 s of wall (9.5 cores busy) where it
+uses 15-19 CPU-s on a 2-core host (benchmarks/README.md), and the total cannot say which of the three it was.
+:func:`cpu_split` writes the job's log line; :func:`parse_cpu_line` reads it back (benchmarks/gpu_check.py)."""
 
 from __future__ import annotations
 
+import os
+import re
 import resource
 import time
 from typing import NamedTuple
+
+
+def process_age() -> float | None:
+    """Seconds since this process started (its start in /proc/self/stat against the boot clock, 10 ms steps);
+    None where there is no /proc."""
+    try:
+        stat = open("/proc/self/stat").read()  # noqa: SIM115 - one read of a /proc file
+    except OSError:
+        return None
+    started = int(stat[stat.rindex(")") + 2:].split()[19]) / os.sysconf("SC_CLK_TCK")
+    return max(time.clock_gettime(time.CLOCK_BOOTTIME) - started, 0.0)
 
 
 class CpuSnapshot(NamedTuple):
@@ -16,6 +30,7 @@ class CpuSnapshot(NamedTuple):
     process: float  # every thread of this process, user + system
     main_thread: float | None  # the calling thread; None where the platform cannot tell (RUSAGE_THREAD is Linux's)
     children: float  # child processes that have ended and been waited for
+    age: float | None = None  # seconds since the process started (:func:`process_age`)
 
     @classmethod
     def now(cls) -> CpuSnapshot:
@@ -25,11 +40,12 @@ class CpuSnapshot(NamedTuple):
         thread = getattr(resource, "RUSAGE_THREAD", None)
         return cls(time.perf_counter(), seconds(resource.getrusage(resource.RUSAGE_SELF)),
                    None if thread is None else seconds(resource.getrusage(thread)),
-                   seconds(resource.getrusage(resource.RUSAGE_CHILDREN)))
+                   seconds(resource.getrusage(resource.RUSAGE_CHILDREN)), process_age())
 
 
 def cpu_split(start: CpuSnapshot, end: CpuSnapshot) -> str:
-    """One line: the CPU seconds between two snapshots taken by the same thread, split three ways."""
+    """One line: when the stage began (``start``'s age) and its CPU seconds between two snapshots taken by the same
+    thread, split three ways."""
     process, children = end.process - start.process, end.children - start.children
     wall = end.wall - start.wall
     if start.main_thread is not None and end.main_thread is not None:
@@ -39,4 +55,22 @@ def cpu_split(start: CpuSnapshot, end: CpuSnapshot) -> str:
         parts = [f"this process {process:.1f} s"]
     parts.append(f"child processes waited for {children:.1f} s")
     load = (process + children) / wall if wall > 0 else 0.0
-    return f"CPU {process + children:.1f} s in {wall:.1f} s of wall ({load:.2f} cores): " + ", ".join(parts)
+    began = "" if start.age is None else f"began {start.age:.1f} s after its process started; "
+    return f"{began}CPU {process + children:.1f} s in {wall:.1f} s of wall ({load:.2f} cores): " + ", ".join(parts)
+
+
+_NUMBER = r"(\d+(?:\.\d+)?)"
+_LINE = re.compile(rf"(?:began {_NUMBER} s after its process started; )?CPU {_NUMBER} s in {_NUMBER} s of wall "
+                   rf"\({_NUMBER} cores\): (?:main thread {_NUMBER} s, the process's other threads {_NUMBER} s"
+                   rf"|this process {_NUMBER} s), child processes waited for {_NUMBER} s")
+
+
+def parse_cpu_line(text: str) -> dict[str, float | None] | None:
+    """The numbers of a :func:`cpu_split` line found in ``text`` (None: there is none); seconds, and ``load`` in
+    cores. ``began``, ``main_thread`` and ``other_threads`` are None where the line has none."""
+    found = _LINE.search(text)
+    if found is None:
+        return None
+    began, cpu, wall, load, main, other, process, children = (None if v is None else float(v) for v in found.groups())
+    return {"began": began, "cpu": cpu, "wall": wall, "load": load, "main_thread": main, "other_threads": other,
+            "process": process if process is not None else cpu - children, "children": children}

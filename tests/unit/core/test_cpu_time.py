@@ -6,8 +6,10 @@ import threading
 import time
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from assocmem.runtime.cpu_time import CpuSnapshot, cpu_split
+from assocmem.runtime.cpu_time import CpuSnapshot, cpu_split, parse_cpu_line, process_age
 
 
 def _burn(seconds: float) -> None:
@@ -27,6 +29,41 @@ def test_without_a_thread_clock_the_process_is_one_part():
     start, end = CpuSnapshot(0.0, 0.0, None, 0.0), CpuSnapshot(2.0, 1.0, None, 0.5)
     assert cpu_split(start, end) == ("CPU 1.5 s in 2.0 s of wall (0.75 cores): this process 1.0 s, child processes "
                                      "waited for 0.5 s")
+
+
+def test_the_line_says_when_the_stage_began_and_reads_back():
+    start = CpuSnapshot(wall=10.0, process=1.0, main_thread=0.5, children=2.0, age=1.25)
+    end = CpuSnapshot(wall=14.0, process=6.0, main_thread=3.5, children=5.0, age=5.25)
+    line = cpu_split(start, end)
+    assert line.startswith("began 1.2 s after its process started; CPU 8.0 s in 4.0 s of wall")
+    assert parse_cpu_line(f"2026-11-29 INFO assocmem: report: {line}") == {
+        "began": 1.2, "cpu": 8.0, "wall": 4.0, "load": 2.0, "main_thread": 3.0, "other_threads": 2.0, "process": 5.0,
+        "children": 3.0}
+    assert parse_cpu_line("report: results/report/index.html: 4 reproduced in 11.5 s") is None
+
+
+seconds = st.floats(min_value=0.0, max_value=1e4, allow_nan=False)
+
+
+@given(st.floats(min_value=0.01, max_value=1e4), seconds, seconds, seconds, st.one_of(st.none(), seconds),
+       st.booleans())
+def test_parse_reads_every_number_to_its_printed_rounding(wall, main, other, children, started, thread_clock):
+    start = CpuSnapshot(0.0, 0.0, 0.0 if thread_clock else None, 0.0, started)
+    end = CpuSnapshot(wall, main + other, main if thread_clock else None, children, None)
+    got = parse_cpu_line(cpu_split(start, end))
+    assert got["began"] == (None if started is None else round(started, 1))
+    assert got["wall"] == round(wall, 1) and got["children"] == round(children, 1)
+    assert got["cpu"] == round(main + other + children, 1)
+    assert (got["main_thread"] is None) == (not thread_clock)
+    if thread_clock:
+        assert got["main_thread"] == round(main, 1)
+
+
+def test_process_age_is_this_process_s_running_time():
+    age = process_age()
+    if age is None:
+        pytest.skip("no /proc")
+    assert 0.0 < age < time.time() - 1.7e9  # positive, and far less than since 2023
 
 
 @pytest.mark.skipif(not hasattr(__import__("resource"), "RUSAGE_THREAD"), reason="RUSAGE_THREAD is Linux's")
@@ -101,5 +138,6 @@ def test_every_stage_logs_its_cpu_split(monkeypatch, tmp_path, caplog):
     with caplog.at_level(logging.INFO, logger="assocmem"):
         assert cli.main(["report", "--params", json.dumps({}), "--results-dir", str(tmp_path),
                          "--out-dir", str(tmp_path)]) == 0
-    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("report: CPU ")]
-    assert len(lines) == 1 and " s of wall (" in lines[0] and "child processes waited for" in lines[0]
+    lines = [r.getMessage() for r in caplog.records if parse_cpu_line(r.getMessage())]
+    assert len(lines) == 1 and lines[0].startswith("report: began ")
+    assert parse_cpu_line(lines[0])["cpu"] >= 0.05

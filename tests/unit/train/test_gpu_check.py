@@ -38,6 +38,28 @@ def test_the_gpu_check_lists_the_main_runs_jobs_longest_first(tmp_path) -> None:
     assert "no Snakemake benchmark files" in job_times(tmp_path / "absent")
 
 
+def test_the_gpu_check_lists_the_jobs_start_up_and_cpu_split_from_their_logs(tmp_path) -> None:
+    import sys
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from gpu_check import job_cpu
+
+    logs = tmp_path / "logs"
+    (logs / "qf").mkdir(parents=True)
+    (logs / "report.log").write_text(
+        "x INFO assocmem: report: began 1.4 s after its process started; CPU 20.0 s in 10.0 s of wall (2.00 cores): "
+        "main thread 8.0 s, the process's other threads 2.0 s, child processes waited for 10.0 s\n")
+    (logs / "qf" / "train_L4.log").write_text(
+        "progress\nx INFO assocmem: train L4/pct100: CPU 30.0 s in 28.8 s of wall (1.04 cores): this process 30.0 s, "
+        "child processes waited for 0.0 s\n")
+    (logs / "qf" / "tokenize.log").write_text("an older job's log without the line\n")
+    lines = job_cpu(tmp_path).splitlines()
+    assert len(lines) == 3
+    assert lines[1].split() == ["-", "28.8", "30.0", "1.0", "-", "-", "0.0", "qf/train_L4"]
+    assert lines[2].split() == ["1.4", "10.0", "20.0", "2.0", "8.0", "2.0", "10.0", "report"]
+    assert "no job logs" in job_cpu(tmp_path / "absent")
+
+
 SNAKEMAKE_LOG = """Building DAG of jobs...
 [Fri Nov 27 03:08:38 2026]
 Job 3: generate data: qf (log: results/logs/qf/generate_data.log)
