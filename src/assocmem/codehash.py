@@ -7,8 +7,10 @@ What counts as a stage's code: the stage function of the same name in ``assocmem
 plus every ``assocmem`` module it imports, followed transitively through all imports of those modules (lazy ones
 inside functions included), their parent packages, and the data files of every package reached (for example
 ``assocmem/data/qf_fitted_grammar.json``). A module named in a string (``resources.files("assocmem.data")``) is
-reached too. ``cli.py`` and ``__main__.py``, which every rule runs, are always part of it. Comments and
-docstrings count: the digest is of the bytes, so a false rerun is possible, a stale result is not.
+reached too. ``cli.py`` and ``__main__.py``, which every rule runs, are always part of it, with the modules they
+import at their top (and what those import), ``assocmem.stages`` aside: ``cli`` stamps every job's outputs
+(``assocmem.stamps``) and logs its progress. Comments and docstrings count: the digest is of the bytes, so a false
+rerun is possible, a stale result is not.
 """
 
 from __future__ import annotations
@@ -158,7 +160,8 @@ def _package_data(package_init: Path) -> list[Path]:
 
 @functools.lru_cache(maxsize=8)
 def _parsed(source: bytes) -> ast.Module:
-    """stages.py's tree, parsed once per process and content (every stage's digest reads it twice)."""
+    """stages.py's and the entry files' trees, parsed once per process and content (every stage's digest reads
+    them)."""
     return ast.parse(source)
 
 
@@ -171,13 +174,29 @@ def _stage_function(stage: str, root: Path) -> ast.FunctionDef:
     raise AssocmemError(f"{stages} has no stage function {stage!r} (one function per rule, named like the rule)")
 
 
+def _top_level_imports(path: Path, name: str) -> set[str]:
+    """The package modules ``path`` (module ``name``) imports at its top, not inside its functions."""
+    tree = _parsed(path.read_bytes())
+    nodes = [node for node in tree.body if isinstance(node, ast.Import | ast.ImportFrom)]
+    return set().union(*(references(node, name, False) for node in nodes))
+
+
+def _entry_imports(root: Path) -> set[str]:
+    """What the entry files import at their top, themselves and the stages module aside (a stage's own imports
+    are its own; following ``cli``'s lazy imports would make every stage depend on every command)."""
+    found = set().union(*(_top_level_imports(root / name, f"{PACKAGE}.{Path(name).stem}") for name in ENTRY_FILES
+                          if (root / name).is_file()))
+    apart = [f"{PACKAGE}.{Path(name).stem}" for name in ENTRY_FILES] + [f"{PACKAGE}.stages"]
+    return {name for name in found if not any(name == a or name.startswith(a + ".") for a in apart)}
+
+
 def stage_files(stage: str, root: Path = PACKAGE_DIR) -> list[Path]:
     """Every file whose bytes the stage's outputs may depend on (see the module docstring)."""
     stages_tree = _parsed((root / "stages.py").read_bytes())
     module_level = [node for node in stages_tree.body if isinstance(node, ast.Import | ast.ImportFrom)]
     names = set().union(*(references(node, f"{PACKAGE}.stages", False) for node in
                           [*module_level, _stage_function(stage, root)]))
-    modules = module_closure(names - {f"{PACKAGE}.stages"}, root)
+    modules = module_closure((names | _entry_imports(root)) - {f"{PACKAGE}.stages"}, root)
     files = set(modules.values()) | {root / name for name in ENTRY_FILES if (root / name).is_file()}
     for path in list(files):
         if path.name == "__init__.py":

@@ -77,6 +77,10 @@ def test_a_change_moves_exactly_the_digests_of_the_stages_that_run_it(tmp_path):
     assert changed_stages(root, append("data/qf_fitted_grammar.json", " ")) >= {"generate_data"}
     everything = changed_stages(root, append("cli.py"))
     assert everything == set(RULES)
+    # cli stamps and logs every job with what it imports at its top; its commands' lazy imports run no stage
+    for code in ("stamps.py", "progress.py", "runtime/cpu_time.py"):
+        assert changed_stages(root, append(code)) == set(RULES), code
+    assert changed_stages(root, append("use/cli.py")) == set()
 
     def edit_subsets_stage(root: Path) -> None:
         text = (root / "stages.py").read_text()
