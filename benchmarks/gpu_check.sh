@@ -62,7 +62,12 @@ if [ $DRY = 0 ]; then
 fi
 # the host's CPU and the BLAS numpy and scipy load (its threads spin or sleep: the report job's CPU time hangs on it)
 lscpu | grep -E '^(Model name|CPU family|Model|CPU\(s\)|Thread\(s\) per core|Socket\(s\)):' | tr -s ' ' | paste -sd';'
-python3 -c "import numpy, scipy.linalg, threadpoolctl
+python3 -c "import numpy, scipy.linalg
+try:
+    import threadpoolctl
+except ImportError:
+    raise SystemExit('threadpoolctl is not installed: the main run\'s report needs it (fetch the wheels as '
+                     'benchmarks/README.md says)')
 for lib in threadpoolctl.threadpool_info():
     print('threads:', *(f'{k}={lib.get(k)}' for k in ('user_api', 'internal_api', 'version', 'threading_layer',
                                                      'num_threads', 'filepath')))"
