@@ -119,9 +119,11 @@ def one_blas_thread() -> Iterator[None]:
 
     For a job that spends its ``threads`` on processes (the report's figure writers) and calls BLAS on small
     operands: Snakemake sets OPENBLAS_NUM_THREADS to the job's threads, and an OpenBLAS worker thread spins on its
-    core after each call instead of sleeping (measured on the 2-core Zen 4 host: with 2 threads, a loop of small
-    products and Python work kept the helper thread 100% busy, 3.16 CPU-s in 3 s), taking cores from the processes
-    the threads were granted for. scipy ships its own BLAS: it is loaded here so that the limit reaches it too."""
+    core after each call instead of sleeping, taking cores from the processes the threads were granted for; and a
+    product's rounding then depends on the host's core count. ``benchmarks/bench_blas_threads.py`` on the 2-core
+    Zen 4 host, 2 threads against 1: a 3 s loop of small products and Python work kept the worker thread busy for
+    2.97-2.98 CPU-s, and the report's radius bootstrap was no faster (x1.06) and differed in the last digits
+    (1.9e-14 relative). scipy ships its own BLAS: it is loaded here so that the limit reaches it too."""
     import numpy  # noqa: F401 - a library must be loaded for threadpoolctl to limit it
     import scipy.linalg  # noqa: F401
     from threadpoolctl import threadpool_limits

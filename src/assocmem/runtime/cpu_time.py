@@ -11,6 +11,7 @@ import os
 import re
 import resource
 import time
+from pathlib import Path
 from typing import NamedTuple
 
 
@@ -18,7 +19,7 @@ def process_age() -> float | None:
     """Seconds since this process started (its start in /proc/self/stat against the boot clock, 10 ms steps);
     None where there is no /proc."""
     try:
-        stat = open("/proc/self/stat").read()  # noqa: SIM115 - one read of a /proc file
+        stat = Path("/proc/self/stat").read_text()
     except OSError:
         return None
     started = int(stat[stat.rindex(")") + 2:].split()[19]) / os.sysconf("SC_CLK_TCK")
