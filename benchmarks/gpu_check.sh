@@ -62,15 +62,8 @@ if [ $DRY = 0 ]; then
 fi
 # the host's CPU and the BLAS numpy and scipy load (its threads spin or sleep: the report job's CPU time hangs on it)
 lscpu | grep -E '^(Model name|CPU family|Model|CPU\(s\)|Thread\(s\) per core|Socket\(s\)):' | tr -s ' ' | paste -sd';'
-python3 -c "import numpy, scipy.linalg
-try:
-    import threadpoolctl
-except ImportError:
-    raise SystemExit('threadpoolctl is not installed: the main run\'s report needs it (fetch the wheels as '
-                     'benchmarks/README.md says)')
-for lib in threadpoolctl.threadpool_info():
-    print('threads:', *(f'{k}={lib.get(k)}' for k in ('user_api', 'internal_api', 'version', 'threading_layer',
-                                                     'num_threads', 'filepath')))"
+python3 -m threadpoolctl -i numpy scipy.linalg \
+  || echo "threadpoolctl is not installed: the main run's report needs it (benchmarks/README.md: the wheels)"
 
 if [ $DRY = 0 ] && want tests; then  # the tests a CPU skips: the torch k-NN engine and the training step on CUDA
   part 60 "pytest -m gpu" python3 -m pytest -q -p no:cacheprovider -rs -m gpu tests/unit/knn tests/unit/train tests/unit/evaluation tests/unit/core/test_gpu_probe.py
