@@ -90,6 +90,25 @@ def test_report_provenance_times_exactly_the_current_jobs(finished_run):
     assert provenance_stages((finished_run / "results" / "report" / "report.md").read_text()) == stages
 
 
+def report_files(report: Path) -> dict[str, bytes]:
+    """Every file of the report, its build time removed (the header's "built" row)."""
+    files = {path.relative_to(report).as_posix(): path.read_bytes() for path in report.rglob("*") if path.is_file()}
+    return {name: re.sub(rb"\| built \| [^|]* \||<td>[^<]* UTC</td>", b"", data) if name.endswith((".md", ".html"))
+            else data for name, data in files.items()}
+
+
+def test_the_report_is_the_same_drawn_in_forked_writers_or_in_place(finished_run):
+    """The tiny run's report (2 cores: its figures drawn and written by forked children, the theory figures from
+    the start, the claims judged around the runs' figures) against the same report on 1 core (every figure drawn
+    and written in place, in order): the same bytes but the build time."""
+    report = finished_run / "results" / "report"
+    forked = report_files(report)
+    snakemake(finished_run, "--cores", "1", "--forcerun", "report")
+    in_place = report_files(report)
+    assert forked.keys() == in_place.keys() and sum(name.endswith(".pdf") for name in forked) >= 5
+    assert [name for name in forked if forked[name] != in_place[name]] == []
+
+
 def test_second_invocation_is_a_noop(finished_run):
     before = science_file_times(finished_run / "results")
     result = snakemake(finished_run, "--cores", "2")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import platform
 from collections.abc import Callable, Sequence
@@ -20,7 +21,7 @@ from assocmem.report import claims, figures
 from assocmem.report.artifacts import Experiment, Run
 from assocmem.report.columns import human_label
 from assocmem.report.evidence import Evidence
-from assocmem.report.figure_writer import parallel_figures
+from assocmem.report.figure_writer import EarlyFigure, early_figure, parallel_figures
 from assocmem.report.header import config_files_of_the_run, run_header
 from assocmem.report.memorisation import memorisation_section
 from assocmem.report.render import (
@@ -278,13 +279,23 @@ def numbers_tables(numbers: dict[str, Any], units: dict[str, str] | None = None)
     return tables
 
 
-def theory_sections(checks: list[dict[str, Any]], fig_dir: Path) -> list[Section]:
+def early_claim_figures(fig_dir: Path) -> dict[str, list[EarlyFigure[tuple[Path, str]]]]:
+    """The figures each claim's registry record draws, started now: they need no run's data, so inside
+    :func:`parallel_figures` forked children draw them while the report loads and judges the runs."""
+    return {claim.id: [early_figure(f"{claim.id} {i + 1}", functools.partial(make, fig_dir))
+                       for i, make in enumerate(claim.figures)] for claim in claims.all_claims()}
+
+
+def theory_sections(checks: list[dict[str, Any]], fig_dir: Path,
+                    drawn: dict[str, list[EarlyFigure[tuple[Path, str]]]] | None = None) -> list[Section]:
     """One section per claim (see render.claim_section for its order), then the errata. A claim's figures are
-    those its row brings ({"file": name under fig_dir, "caption"}) and those its registry record draws."""
+    those its row brings ({"file": name under fig_dir, "caption"}) and those its registry record draws (``drawn``:
+    from :func:`early_claim_figures`; by default drawn here)."""
+    drawn = early_claim_figures(fig_dir) if drawn is None else drawn
     sections = []
     for check in checks:
         figures = [(fig_dir / figure["file"], figure["caption"]) for figure in check.get("figures", [])]
-        figures += [make(fig_dir) for make in claims.get(check["id"]).figures]
+        figures += [figure.result() for figure in drawn[check["id"]]]
         tables = numbers_tables(check.get("numbers", {}), check.get("units"))
         sections.append(claim_section(check, tables, figures))
     errata = errata_section(checks)
@@ -326,16 +337,25 @@ def build_report(params: dict[str, Any], results_dir: Path, out_dir: Path) -> li
     return checks
 
 
+def rows_and_run_sections(evidence: Evidence, fig_dir: Path) -> tuple[list[dict[str, Any]], list[Section]]:
+    """Every claim's row (report order) and the experiments' sections. The claims whose rows bring figures of the
+    runs are evaluated first, then the experiments' sections drawn, then the other claims: inside
+    :func:`parallel_figures` each figure then renders while the report computes what comes after it."""
+    ordered = claims.all_claims()
+    first = {claim.id: claim.row(evidence) for claim in ordered if claim.brings_figures}
+    sections = [section for exp in evidence.experiments for section in experiment_sections(exp, evidence, fig_dir)]
+    return [first[claim.id] if claim.id in first else claim.row(evidence) for claim in ordered], sections
+
+
 def _build_report(params: dict[str, Any], results_dir: Path, out_dir: Path) -> list[dict[str, Any]]:
     config, report_cfg = params["config"], params["report"]
     fig_dir = out_dir / "figures"
     fig_dir.mkdir(parents=True, exist_ok=True)
     with parallel_figures(int(params.get("threads", 1))):  # the figures' files are complete after the block
+        theory_figures = early_claim_figures(fig_dir)
         evidence = Evidence.load(results_dir, config, report_cfg, fig_dir)
-        checks = [claim.row(evidence) for claim in claims.all_claims()]
-        sections = [section for exp in evidence.experiments
-                    for section in experiment_sections(exp, evidence, fig_dir)]
-        sections += theory_sections(checks, fig_dir)
+        checks, sections = rows_and_run_sections(evidence, fig_dir)
+        sections += theory_sections(checks, fig_dir, theory_figures)
     # the workflow lists the current jobs' benchmark names (report.smk); a report built outside it lists none
     sections.append(provenance_section(config, evidence.experiments, Path(results_dir), params.get("benchmarks", [])))
     title = report_cfg["title"]

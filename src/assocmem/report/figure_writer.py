@@ -2,7 +2,11 @@
 default report's 47 s (cProfile, 2-core Intel model 207 host), and no later step needs the files until the HTML
 embeds them. Inside :func:`parallel_figures` each saved figure is handed to a forked child (it inherits the figure:
 nothing is pickled), at most ``workers`` at a time; leaving the block waits for them all and raises, naming the
-figure, if one failed. Outside the block, or where the platform cannot fork, figures are written in place."""
+figure, if one failed. Outside the block, or where the platform cannot fork, figures are written in place.
+
+A figure that needs no run's data (the theory figures) can be drawn whole in a child from the block's start
+(:func:`early_figure`): its drawing, not only its rendering, then overlaps the report's own work; the child sends
+back what the drawing function returned."""
 
 from __future__ import annotations
 
@@ -12,23 +16,59 @@ import os
 import sys
 import traceback
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
+from typing import Any, Generic, TypeVar
 
 from assocmem.errors import AssocmemError
+
+T = TypeVar("T")
+
+
+@dataclass
+class _Child:
+    name: str
+    process: BaseProcess
+    receiver: Connection | None = None  # an early figure's: what its drawing function returned
+    result: Any = None
+    reaped: bool = False
+
+    def reap(self) -> bool:
+        """Wait for the child (its result first, so a full pipe cannot block it); True if it succeeded."""
+        if not self.reaped:
+            if self.receiver is not None:
+                with contextlib.suppress(EOFError):  # it failed before sending: the exit code says so
+                    self.result = self.receiver.recv()
+                self.receiver.close()
+            self.process.join()
+            self.reaped = True
+        return self.process.exitcode == 0
 
 
 class FigureWriter:
     def __init__(self, workers: int) -> None:
         self.workers = workers
-        self.running: list[tuple[str, BaseProcess]] = []
+        self.running: list[_Child] = []
         self.failed: list[str] = []
 
     def submit(self, name: str, write: Callable[[], None]) -> None:
-        while len(self.running) >= self.workers:
-            self._reap(self.running.pop(0))
-        child = multiprocessing.get_context("fork").Process(target=_run_child, args=(write,), name=f"figure {name}")
-        child.start()
-        self.running.append((name, child))
+        self._start(_Child(name, self._process(name, _run_child, (write,))))
+
+    def early(self, name: str, draw: Callable[[], T]) -> _Child:
+        receiver, sender = multiprocessing.get_context("fork").Pipe(duplex=False)
+        child = _Child(name, self._process(name, _run_early, (draw, sender)), receiver)
+        self._start(child)
+        sender.close()  # the child holds its own end: the parent reads EOF if it dies without sending
+        return child
+
+    def result(self, child: _Child) -> Any:
+        if child in self.running:
+            self.running.remove(child)
+            self._reap(child)
+        if child.name in self.failed:
+            raise AssocmemError(f"report: drawing figure {child.name} failed; the traceback is above in this log")
+        return child.result
 
     def finish(self) -> None:
         while self.running:
@@ -37,11 +77,18 @@ class FigureWriter:
             raise AssocmemError(f"report: writing figure(s) {', '.join(self.failed)} failed; the traceback is above "
                                 "in this log")
 
-    def _reap(self, entry: tuple[str, BaseProcess]) -> None:
-        name, child = entry
-        child.join()
-        if child.exitcode != 0:
-            self.failed.append(name)
+    def _process(self, name: str, target: Callable[..., None], args: tuple[Any, ...]) -> BaseProcess:
+        while len(self.running) >= self.workers:
+            self._reap(self.running.pop(0))
+        return multiprocessing.get_context("fork").Process(target=target, args=args, name=f"figure {name}")
+
+    def _start(self, child: _Child) -> None:
+        child.process.start()
+        self.running.append(child)
+
+    def _reap(self, child: _Child) -> None:
+        if not child.reap() and child.name not in self.failed:
+            self.failed.append(child.name)
 
 
 def _run_child(write: Callable[[], None]) -> None:
@@ -51,6 +98,28 @@ def _run_child(write: Callable[[], None]) -> None:
         traceback.print_exc()
         sys.stderr.flush()
         os._exit(1)
+
+
+def _run_early(draw: Callable[[], Any], sender: Connection) -> None:
+    global _current
+    _current = None  # the child draws and writes in place: its figures are its whole job
+
+    def send() -> None:
+        sender.send(draw())
+
+    _run_child(send)
+
+
+class EarlyFigure(Generic[T]):
+    """What an early figure's drawing function returned: from its child, or drawn now where nothing forks."""
+
+    def __init__(self, draw: Callable[[], T], writer: FigureWriter | None, child: _Child | None) -> None:
+        self._draw, self._writer, self._child = draw, writer, child
+
+    def result(self) -> T:
+        if self._writer is None or self._child is None:
+            return self._draw()
+        return self._writer.result(self._child)
 
 
 _current: FigureWriter | None = None
@@ -81,3 +150,11 @@ def write_figure(name: str, write: Callable[[], None]) -> None:
         write()
     else:
         _current.submit(name, write)
+
+
+def early_figure(name: str, draw: Callable[[], T]) -> EarlyFigure[T]:
+    """Start ``draw`` (which draws and saves ``name`` from no run's data) in a forked child inside
+    :func:`parallel_figures`; outside it, or where nothing forks, ``result()`` draws it then, in place."""
+    if _current is None:
+        return EarlyFigure(draw, None, None)
+    return EarlyFigure(draw, _current, _current.early(name, draw))

@@ -6,6 +6,7 @@ Each public function returns the PNG path and its caption; captions name referen
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -165,20 +166,31 @@ def _histogram_panel(ax: Axes, dist: np.ndarray, bins: np.ndarray, r_star: float
     ax.set_xlim(bins[0], bins[-1])
 
 
-@style.styled
 def nn_histograms(run: Run, out_dir: Path, x_range: tuple[float, float] | None = None,
                   layer: str | None = None) -> PathAndCaption:
     """Fig. 2 analogue: rank-1 NN distances per subsample fraction for one layer, with r* and 2r*.
 
     The panels of one run share the bins and the x-range: the run's own, up to the ``TAIL_QUANTILE`` of its distances
     (:func:`nn_distance_range`), so that its histograms fill the panels whatever the other runs' distances and its
-    own longest few; ``x_range`` imposes another. Distances beyond the range are counted in the last bin."""
+    own longest few; ``x_range`` imposes another. Distances beyond the range are counted in the last bin. The figure
+    is drawn where its files are written (:func:`style.draw_figure`): its sixteen-odd panels of bars were most of the
+    report's own drawing time."""
     layer = layer or run.act_meta["layers"][-1]
+    low, high = x_range or nn_distance_range([run], TAIL_QUANTILE)
+    draw = functools.partial(_nn_histograms_figure, run, layer, np.linspace(low, high, 41))
+    path = style.draw_figure(draw, out_dir, f"nn_{run.exp}_{run.model}_{run.subset}")[0]
+    scope = (f"this run's own x-range, up to the {TAIL_QUANTILE:.0%} quantile of its distances and past $2r^*$, so "
+             "the axes differ between runs" if x_range is None else "one x-range")
+    caption = (f"{run.label}, layer {layer}: rank-1 NN distance histograms at each subsample fraction, with the same "
+               f"bins in every panel and {scope} ({low:.3g} to {high:.3g}); longer distances are counted in the last "
+               f"bin, and each panel's title says how many. {_mean_median_r_star_words()}")
+    return path, caption
+
+
+def _nn_histograms_figure(run: Run, layer: str, bins: np.ndarray) -> Figure:
     fractions, by_fraction = _rank1(run, layer)
     n_dim = int(run.nn_summary["n_dim"].iloc[0])
     r_star = float(radius_star(n_dim))
-    low, high = x_range or nn_distance_range([run], TAIL_QUANTILE)
-    bins = np.linspace(low, high, 41)
     fig, axes = style.panels(len(fractions), panel_width=2.5, panel_height=3.0, sharex=True, sharey=True)
     n_chunks = run.nn_self["query_row"].nunique()
     for ax, fraction in zip(axes, fractions, strict=True):
@@ -186,13 +198,7 @@ def nn_histograms(run: Run, out_dir: Path, x_range: tuple[float, float] | None =
     axes[0].set_ylabel("chunks")
     fig.suptitle(f"{run.exp} {run.label}, layer {layer} (n = {n_dim})")
     style.legend_outside(fig)
-    path = save_figure(fig, out_dir, f"nn_{run.exp}_{run.model}_{run.subset}")[0]
-    scope = (f"this run's own x-range, up to the {TAIL_QUANTILE:.0%} quantile of its distances and past $2r^*$, so "
-             "the axes differ between runs" if x_range is None else "one x-range")
-    caption = (f"{run.label}, layer {layer}: rank-1 NN distance histograms at each subsample fraction, with the same "
-               f"bins in every panel and {scope} ({low:.3g} to {high:.3g}); longer distances are counted in the last "
-               f"bin, and each panel's title says how many. {_mean_median_r_star_words()}")
-    return path, caption
+    return fig
 
 
 def _mean_median_r_star_words() -> str:

@@ -3,10 +3,12 @@ over the nested samples against 2r* and the paper's tolerance band."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
+from matplotlib.figure import Figure
 
 from assocmem.report import nn_trends, style
 from assocmem.theory import radius as ra
@@ -38,20 +40,26 @@ def _panel(ax, frame: pd.DataFrame, info: pd.Series, tolerance: float, primary: 
     ax.set_title(f"{info['run']} ({info['status']})")
 
 
-@style.styled
 def radius_trend(nn_queries: pd.DataFrame, runs: pd.DataFrame, out_dir: Path, *, tolerance: float,
                  primary: Callable[[pd.DataFrame], str], seed: int = 0) -> tuple[Path, str]:
     """One panel per run: the inputs of claims.radius, drawn (``tolerance``: the paper's ratio band around 2r*;
-    ``primary``: the run's primary set of distances, filled and with its interval)."""
-    fig, axes = style.panels(len(runs), panel_width=4.8, panel_height=3.6)
-    for ax, (_, info) in zip(axes, runs.iterrows(), strict=True):
-        frame = nn_queries[nn_queries["run"] == info["run"]]
-        _panel(ax, frame, info, tolerance, primary(frame), seed)
-    style.legend_outside(fig)
+    ``primary``: the run's primary set of distances, filled and with its interval). Drawn where its files are
+    written (:func:`style.draw_figure`), with any bootstrapped trend the claim did not compute."""
+    draw = functools.partial(_radius_trend_figure, nn_queries, runs, tolerance, primary, seed)
     caption = ("Radius test: last-layer mean nearest-neighbour distance against the number of prefixes in the "
                "nested samples (log-log), only where measured. Filled markers: the primary set (distinct prefixes, "
                "the final LayerNorm's gain divided out where known), with its 95% bootstrap CI at the largest "
                "sample; hollow markers: distinct prefixes with the gain, and all chunks (identical prefixes give "
                f"zero distances). The paper reads the distance as 2r*, the {style.TWO_R_STAR.describe()}, "
                "independent of the sample size; the grey band is the paper's own tolerance around it.")
-    return style.save_figure(fig, out_dir, "radius_trend")[0], caption
+    return style.draw_figure(draw, out_dir, "radius_trend")[0], caption
+
+
+def _radius_trend_figure(nn_queries: pd.DataFrame, runs: pd.DataFrame, tolerance: float,
+                         primary: Callable[[pd.DataFrame], str], seed: int) -> Figure:
+    fig, axes = style.panels(len(runs), panel_width=4.8, panel_height=3.6)
+    for ax, (_, info) in zip(axes, runs.iterrows(), strict=True):
+        frame = nn_queries[nn_queries["run"] == info["run"]]
+        _panel(ax, frame, info, tolerance, primary(frame), seed)
+    style.legend_outside(fig)
+    return fig

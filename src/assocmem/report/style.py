@@ -249,22 +249,44 @@ def shared_range(values: Sequence[float], *, pad: float = 0.03, include_zero: bo
     return (low - pad * span if not (include_zero and low == 0) else 0.0, high + pad * span)
 
 
+def _write_figure_files(fig: Figure, paths: list[Path]) -> None:
+    with plt.rc_context(RC_PARAMS):  # ticks and grid lines are created at draw time, from the rcParams then
+        for dest in paths:
+            with atomic_path(dest) as tmp:
+                # no creation date in the PDF: the same data give byte-identical figures
+                metadata = {"CreationDate": None} if dest.suffix == ".pdf" else None
+                fig.savefig(tmp, format=dest.suffix[1:], dpi=PNG_DPI, bbox_inches="tight", pad_inches=0.05,
+                            metadata=metadata)
+
+
+def _figure_paths(out_dir: Path, name: str) -> list[Path]:
+    return [Path(out_dir) / f"{name}.{ext}" for ext in ("png", "pdf")]
+
+
 def save_figure(fig: Figure, out_dir: Path, name: str) -> list[Path]:
     """Write ``name``.png and ``name``.pdf atomically (plain log ticks applied first) and close the figure; inside
     :func:`assocmem.report.figure_writer.parallel_figures` a forked process writes them."""
     for ax in fig.axes:
         plain_log_ticks(ax)
-    paths = [Path(out_dir) / f"{name}.{ext}" for ext in ("png", "pdf")]
+    paths = _figure_paths(out_dir, name)
+    write_figure(name, functools.partial(_write_figure_files, fig, paths))
+    plt.close(fig)
+    return paths
+
+
+def draw_figure(draw: Callable[[], Figure], out_dir: Path, name: str) -> list[Path]:
+    """:func:`save_figure` of the figure ``draw`` returns (drawn under the report's rcParams), for a figure whose
+    drawing costs as much as its files: inside :func:`assocmem.report.figure_writer.parallel_figures` the forked
+    process draws it as well, so the report's own process does neither."""
+    paths = _figure_paths(out_dir, name)
 
     def write() -> None:
-        with plt.rc_context(RC_PARAMS):  # ticks and grid lines are created at draw time, from the rcParams then
-            for dest in paths:
-                with atomic_path(dest) as tmp:
-                    # no creation date in the PDF: the same data give byte-identical figures
-                    metadata = {"CreationDate": None} if dest.suffix == ".pdf" else None
-                    fig.savefig(tmp, format=dest.suffix[1:], dpi=PNG_DPI, bbox_inches="tight", pad_inches=0.05,
-                                metadata=metadata)
+        with plt.rc_context(RC_PARAMS):
+            fig = draw()
+        for ax in fig.axes:
+            plain_log_ticks(ax)
+        _write_figure_files(fig, paths)
+        plt.close(fig)
 
     write_figure(name, write)
-    plt.close(fig)
     return paths

@@ -35,10 +35,11 @@ def _reference(groups: list[tuple[np.ndarray, np.ndarray]], n_queries: int, stat
 
 
 def _nested(n_queries: int, fractions: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Nested samples: each a sorted subset of the queries holding the last, the largest every query in order."""
+    """Nested samples: each a sorted subset of the queries holding the last, the largest every query in order; none
+    empty (the report's samples are the fractions that have rows: 2 queries in 4 fractions round the first to 0)."""
     rng = np.random.default_rng(seed)
     order = rng.permutation(n_queries)
-    sizes = np.linspace(n_queries / fractions, n_queries, fractions).round().astype(int)
+    sizes = np.maximum(1, np.linspace(n_queries / fractions, n_queries, fractions).round().astype(int))
     return [(np.sort(order[:size]), rng.gamma(4.0, 0.5, size)) for size in sizes]
 
 

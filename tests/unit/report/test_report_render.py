@@ -149,6 +149,28 @@ def test_rows_bring_their_own_figures_and_fig1_gets_drawn(tmp_path):
     assert path == tmp_path / "fig1_landscapes.png" and path.exists() and "dotted grey lines" in caption
 
 
+def test_claims_that_bring_figures_are_judged_before_the_runs_are_drawn(monkeypatch, tmp_path):
+    """The radius claim's figure renders while the runs' figures are drawn, the runs' while the other claims are
+    judged; the rows still come in report order."""
+    from assocmem.report import build
+    from assocmem.report.claims.registry import Claim, all_claims
+
+    order = []
+
+    def claim(claim_id: str, brings: bool) -> Claim:
+        return Claim(claim_id, claim_id, "", "", "", (), 0, lambda evidence: order.append(claim_id) or {"id": claim_id},
+                     brings_figures=brings)
+
+    listed = [claim("a", False), claim("radius", True), claim("c", False)]
+    monkeypatch.setattr(build.claims, "all_claims", lambda: listed)
+    monkeypatch.setattr(build, "experiment_sections", lambda exp, evidence, fig_dir: order.append(exp) or [exp])
+    evidence = type("FakeEvidence", (), {"experiments": ["qf"]})()
+    rows, sections = build.rows_and_run_sections(evidence, tmp_path)
+    assert order == ["radius", "qf", "a", "c"]
+    assert [row["id"] for row in rows] == ["a", "radius", "c"] and sections == ["qf"]
+    assert [c.id for c in all_claims() if c.brings_figures] == ["radius"]  # the real registry
+
+
 def test_errata_list_refuted_statements_and_the_typos_of_standing_claims():
     rows = [{**CHECKS[0], **NEW_FIELDS}, {**CHECKS[0], "id": "prop2", "verdict": "reproduced"},
             {**CHECKS[0], "id": "eq8", "verdict": "reproduced"}]

@@ -244,7 +244,8 @@ def test_nn_histograms_fill_each_runs_own_panels(experiment, tmp_path, monkeypat
     """Issue 29: a full-data run's distances (here 0-3) are not squeezed into another run's range (0-60); a few long
     distances neither: the run's x-range ends at the 99% quantile and the longer ones are counted in the last bin."""
     drawn = []
-    monkeypatch.setattr(figures, "save_figure", lambda fig, out, name: drawn.append(fig) or [out / f"{name}.png"])
+    monkeypatch.setattr(figures.style, "draw_figure",
+                        lambda draw, out, name: drawn.append(draw()) or [out / f"{name}.png"])
     small, large = _scaled(experiment.runs[0], 1.0, outliers=2), _scaled(experiment.runs[1], 20.0)
     (_, caption_small), (_, caption_large) = (figures.nn_histograms(run, tmp_path) for run in (small, large))
     assert "axes differ between runs" in caption_small

@@ -454,4 +454,5 @@ register(Claim(
     "(n = d_emb = 1024).",
     r"$r^*=\sqrt{n/(2\pi e)}$; at 25, 50, 75 and 100% of 80K chunks the mean and median NN distance "
     r"$\approx 20\approx 2r^*=2\sqrt{1024/(2\pi e)}=15.49$.",
-    quotes.RADIUS, order=70, evaluate=_radius_row, untestable=NO_ACTIVATIONS))
+    quotes.RADIUS, order=70, evaluate=_radius_row, untestable=NO_ACTIVATIONS,
+    brings_figures=True))

@@ -64,6 +64,8 @@ class Claim:
     evaluate: Callable[[Evidence], dict[str, Any] | Untestable]
     untestable: Untestable | None = None  # the default answer when evaluate finds no inputs
     figures: tuple[FigureMaker, ...] = ()  # drawn for the claim's section (figures a row brings are in the row)
+    brings_figures: bool = False  # its row brings figures of the runs: the report evaluates it first, so they
+    # render while the report draws the rest
     errata: tuple[Erratum, ...] = ()  # typos that leave the verdict standing (a refuted or corrected claim's own
     # statement is in the errata through its row)
 
