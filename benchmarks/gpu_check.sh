@@ -10,7 +10,7 @@
 #   benchmarks/gpu_knn_check.py (issue 40), where it exists;
 #   the main run, `snakemake --cores all` on the default config (cap $MAIN_CAP, 200 s): its wall time, its jobs'
 #   times (Snakemake's benchmark files), start-up and CPU split (their logs), its timeline (Snakemake's log;
-#   records in $OUT/main_run_records.tgz) and its verdicts against
+#   records in $OUT/main_run_records.tgz), when the report's figures were written and its verdicts against
 #   docs/results/default.json's;
 #   GPT-2 small, the project's trainer against karpathy/nanoGPT (--nanogpt DIR), eager and compiled;
 #   the default's L4 step eager, compiled and in CUDA graphs (benchmarks/gpu_check.py);
@@ -93,6 +93,7 @@ else
   python3 benchmarks/gpu_check.py jobs /tmp/gpu-check-main/results
   python3 benchmarks/gpu_check.py cpu /tmp/gpu-check-main/results
   python3 benchmarks/gpu_check.py timeline "$(ls -t /tmp/gpu-check-main/.snakemake/log/*.log 2> /dev/null | head -1)"
+  grep -h "figure_writer: " /tmp/gpu-check-main/results/logs/report.log | sed 's/^.*figure_writer: /report /'
   (cd /tmp/gpu-check-main && find results -name '*.tsv' -o -name 'timing.json' -o -name '*.log' -o -name '*.csv' \
     | tar -czf "$OUT/main_run_records.tgz" -T - .snakemake/log 2> /dev/null)
   python3 - /tmp/gpu-check-main/results/report/verdicts.csv docs/results/default.json <<'EOF'

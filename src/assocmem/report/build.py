@@ -282,7 +282,7 @@ def numbers_tables(numbers: dict[str, Any], units: dict[str, str] | None = None)
 def early_claim_figures(fig_dir: Path) -> dict[str, list[EarlyFigure[tuple[Path, str]]]]:
     """The figures each claim's registry record draws, started now: they need no run's data, so inside
     :func:`parallel_figures` forked children draw them while the report loads and judges the runs."""
-    return {claim.id: [early_figure(f"{claim.id} {i + 1}", functools.partial(make, fig_dir))
+    return {claim.id: [early_figure(f"claim {claim.id} #{i + 1}", functools.partial(make, fig_dir))
                        for i, make in enumerate(claim.figures)] for claim in claims.all_claims()}
 
 

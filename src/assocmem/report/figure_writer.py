@@ -11,9 +11,11 @@ back what the drawing function returned."""
 from __future__ import annotations
 
 import contextlib
+import logging
 import multiprocessing
 import os
 import sys
+import time
 import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -24,6 +26,7 @@ from typing import Any, Generic, TypeVar
 from assocmem.errors import AssocmemError
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -51,13 +54,16 @@ class FigureWriter:
         self.workers = workers
         self.running: list[_Child] = []
         self.failed: list[str] = []
+        self.opened = time.monotonic()
+        self.started = 0
+        self.waited_for_a_writer = 0.0  # the report's own process, blocked at `workers` running children
 
     def submit(self, name: str, write: Callable[[], None]) -> None:
-        self._start(_Child(name, self._process(name, _run_child, (write,))))
+        self._start(_Child(name, self._process(name, _run_child, (write, name, self.opened))))
 
     def early(self, name: str, draw: Callable[[], T]) -> _Child:
         receiver, sender = multiprocessing.get_context("fork").Pipe(duplex=False)
-        child = _Child(name, self._process(name, _run_early, (draw, sender)), receiver)
+        child = _Child(name, self._process(name, _run_early, (draw, sender, name, self.opened)), receiver)
         self._start(child)
         sender.close()  # the child holds its own end: the parent reads EOF if it dies without sending
         return child
@@ -71,43 +77,54 @@ class FigureWriter:
         return child.result
 
     def finish(self) -> None:
+        last = time.monotonic()
         while self.running:
             self._reap(self.running.pop(0))
+        log.info("figures: %d in forked writers (at most %d at once); the report waited %.1f s for a free writer "
+                 "and %.1f s for the last ones, %.1f s after the figures began", self.started, self.workers,
+                 self.waited_for_a_writer, time.monotonic() - last, time.monotonic() - self.opened)
         if self.failed:
             raise AssocmemError(f"report: writing figure(s) {', '.join(self.failed)} failed; the traceback is above "
                                 "in this log")
 
     def _process(self, name: str, target: Callable[..., None], args: tuple[Any, ...]) -> BaseProcess:
+        blocked = time.monotonic()
         while len(self.running) >= self.workers:
             self._reap(self.running.pop(0))
+        self.waited_for_a_writer += time.monotonic() - blocked
         return multiprocessing.get_context("fork").Process(target=target, args=args, name=f"figure {name}")
 
     def _start(self, child: _Child) -> None:
         child.process.start()
         self.running.append(child)
+        self.started += 1
 
     def _reap(self, child: _Child) -> None:
         if not child.reap() and child.name not in self.failed:
             self.failed.append(child.name)
 
 
-def _run_child(write: Callable[[], None]) -> None:
+def _run_child(write: Callable[[], None], name: str, opened: float) -> None:
+    began = time.monotonic()
     try:
         write()
     except BaseException:  # noqa: BLE001 - any failure: print it for the log, tell the parent by the exit code
         traceback.print_exc()
         sys.stderr.flush()
         os._exit(1)
+    # the report's log says which figure was last and why: its wall against its own CPU (a new process's clock)
+    log.info("figure %s: %.1f s in its writer (CPU %.1f s), from %.1f to %.1f s after the figures began", name,
+             time.monotonic() - began, time.process_time(), began - opened, time.monotonic() - opened)
 
 
-def _run_early(draw: Callable[[], Any], sender: Connection) -> None:
+def _run_early(draw: Callable[[], Any], sender: Connection, name: str, opened: float) -> None:
     global _current
     _current = None  # the child draws and writes in place: its figures are its whole job
 
     def send() -> None:
         sender.send(draw())
 
-    _run_child(send)
+    _run_child(send, name, opened)
 
 
 class EarlyFigure(Generic[T]):

@@ -5,7 +5,10 @@ files present when the block ends, a failed figure named in one error, the block
 from __future__ import annotations
 
 import functools
+import logging
 import os
+import re
+import sys
 
 import matplotlib.pyplot as plt
 import pytest
@@ -113,3 +116,23 @@ def test_a_figure_drawn_in_its_writer_is_the_one_drawn_in_place(tmp_path) -> Non
     assert drawn_here == [os.getpid()]  # the child drew the second one
     for a, b in zip(inline, forked, strict=True):
         assert a.name == b.name and a.read_bytes() == b.read_bytes()
+
+
+def test_the_log_says_when_each_figure_was_written_and_how_long_the_report_waited(tmp_path, capfd, caplog) -> None:
+    handler = logging.StreamHandler(sys.stderr)  # a forked writer logs through its copy of the report's handlers
+    figure_writer.log.addHandler(handler)
+    try:
+        with caplog.at_level(logging.INFO, logger=figure_writer.log.name), parallel_figures(2):
+            for seed in range(1, 4):
+                save_figure(draw(seed), tmp_path, f"f{seed}")
+    finally:
+        figure_writer.log.removeHandler(handler)
+    err = capfd.readouterr().err
+    for seed in range(1, 4):
+        times = re.search(rf"figure f{seed}: ([0-9.]+) s in its writer \(CPU ([0-9.]+) s\), from ([0-9.]+) to "
+                          r"([0-9.]+) s after the figures began", err)
+        assert times is not None, err
+        took, _cpu, began, ended = map(float, times.groups())
+        assert began <= ended and abs(ended - began - took) <= 0.11
+    assert re.search(r"figures: 3 in forked writers \(at most 2 at once\); the report waited [0-9.]+ s for a free "
+                     r"writer and [0-9.]+ s for the last ones", caplog.text)
