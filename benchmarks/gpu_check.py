@@ -206,13 +206,17 @@ def job_times(results: Path) -> str:
 def job_cpu(results: Path) -> str:
     """The main run's jobs, longest first, from the line each job's log ends with
     (:func:`assocmem.runtime.cpu_time.cpu_split`): when the stage began after its process started (Python, imports),
-    its wall, and its CPU seconds in its main thread, its other threads and the child processes it waited for."""
+    how long its CUDA context took to create (:func:`assocmem.runtime.cuda_start.cuda_ready`; none on the CPU), its
+    wall, and its CPU seconds in its main thread, its other threads and the child processes it waited for."""
     from assocmem.runtime.cpu_time import parse_cpu_line
+    from assocmem.runtime.cuda_start import parse_cuda_start
 
     rows = []
     for log in sorted((results / "logs").rglob("*.log")):
-        found = parse_cpu_line(log.read_text(errors="replace"))
+        text = log.read_text(errors="replace")
+        found = parse_cpu_line(text)
         if found is not None:
+            found["cuda"] = parse_cuda_start(text)
             rows.append((found, log.relative_to(results / "logs").with_suffix("").as_posix()))
     if not rows:
         return f"no job logs with a CPU line under {results / 'logs'}"
@@ -220,10 +224,11 @@ def job_cpu(results: Path) -> str:
     def cell(value: float | None) -> str:
         return "     -" if value is None else f"{value:6.1f}"
 
-    lines = [f"{'began':>6} {'wall':>6} {'CPU':>6} {'cores':>6} {'main':>6} {'others':>6} {'child':>6}  job "
-             "(seconds; began: after its process started; others: its other threads; child: its child processes)"]
+    lines = [f"{'began':>6} {'CUDA':>6} {'wall':>6} {'CPU':>6} {'cores':>6} {'main':>6} {'others':>6} {'child':>6}  "
+             "job (seconds; began: after its process started; CUDA: its context created in; others: its other "
+             "threads; child: its child processes)"]
     for found, job in sorted(rows, key=lambda row: -row[0]["wall"]):
-        lines.append(" ".join(cell(found[key]) for key in ("began", "wall", "cpu", "load", "main_thread",
+        lines.append(" ".join(cell(found[key]) for key in ("began", "cuda", "wall", "cpu", "load", "main_thread",
                                                             "other_threads", "children")) + f"  {job}")
     return "\n".join(lines)
 

@@ -9,7 +9,7 @@
 #   the tests a CPU skips (`pytest -m gpu`: the torch k-NN engine on CUDA);
 #   benchmarks/gpu_knn_check.py (issue 40), where it exists;
 #   the main run, `snakemake --cores all` on the default config (cap $MAIN_CAP, 200 s): its wall time, its jobs'
-#   times (Snakemake's benchmark files), start-up and CPU split (their logs), its timeline (Snakemake's log;
+#   times (Snakemake's benchmark files), start-up, CUDA start and CPU split (their logs), its timeline (Snakemake's log;
 #   records in $OUT/main_run_records.tgz), when the report's figures were written and its verdicts against
 #   docs/results/default.json's;
 #   GPT-2 small, the project's trainer against karpathy/nanoGPT (--nanogpt DIR), eager and compiled;

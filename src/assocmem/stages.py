@@ -61,11 +61,13 @@ def evaluate(params: dict[str, Any], model: Path, store_dir: Path, out_dir: Path
     experiment's ``activations.device``: where trained models run)."""
     from assocmem.evaluation import evaluate_files
     from assocmem.runtime import resolve_device
+    from assocmem.runtime.cuda_start import cuda_ready
     from assocmem.train import load_model
 
     set_threads(params["threads"])
     files = {name: Path(path) for name, path in params["files"].items()}
     device = resolve_device(params.get("device", "cpu"), key="activations.device")
+    cuda_ready(device)
     sets = evaluate_files(load_model(model, device, expect=params["expect"]), store_dir, files)
     write_json(out_dir / "eval.json", {"checkpoint": model.name, "sets": sets})
     return "; ".join(f"{name}: CE {result['ce']:.4f} +- {result['se']:.4f} over {result['rows']} sequences"
@@ -120,11 +122,13 @@ def train(params: dict[str, Any], store_dir: Path, run_dir: Path) -> str:
 def activations(params: dict[str, Any], model_path: Path, store_dir: Path, out_dir: Path) -> str:
     from assocmem.activations.decoder import check_decoder_activations_memory, dump_decoder_activations
     from assocmem.runtime import resolve_device
+    from assocmem.runtime.cuda_start import cuda_ready
     from assocmem.train import load_model
 
     set_threads(params["threads"])
     acts = params["activations"]
     device = resolve_device(acts["device"], key="activations.device")
+    cuda_ready(device)
     model = load_model(model_path, device, expect=params["expect"])
     check_decoder_activations_memory(model.cfg, acts, store_dir, device, params.get("label") or str(model_path))
     dump_decoder_activations(model, store_dir, out_dir,
@@ -156,12 +160,14 @@ def neighbours(params: dict[str, Any], act_dir: Path, out_dir: Path) -> str:
     from assocmem.activations import FINAL_NORM_LAYER, final_norm_affine
     from assocmem.footprint import check_neighbours_memory
     from assocmem.knn import job_engine, search_activations, search_radius
+    from assocmem.runtime.cuda_start import cuda_ready
 
     threads = set_threads(params["threads"])
     meta = read_json(act_dir / "meta.json")
     cfg, seed = params["neighbours"], params["seed"]
     engine = job_engine(cfg, meta["splits"]["train"]["n_chunks"], meta["splits"]["heldout"]["n_chunks"],
                         meta["radius"]["n_chunks"], meta["d_model"])
+    cuda_ready(engine.device)
     check_neighbours_memory(meta, cfg, engine.device, str(act_dir))
     train, heldout = (load_npy(act_dir / f"{split}.npy", dtype="float32",
                                shape=(len(meta["layers"]), meta["splits"][split]["n_chunks"], meta["d_model"]))

@@ -19,6 +19,7 @@ from assocmem.io import write_bytes, write_csv, write_json, write_parquet
 from assocmem.model import DecoderLM, ModelConfig, flops_per_token
 from assocmem.progress import bar
 from assocmem.runtime import resolve_device, seed_device
+from assocmem.runtime.cuda_start import cuda_ready
 from assocmem.runtime.distributed import all_reduce_sum, dist_rank_world, finish_distributed, init_distributed, wrap_ddp
 from assocmem.stopping import IGNORE, early_stop_reached, is_new_best, recall, recall_reached
 from assocmem.train.batches import RECALL_SET, Batch, BatchSource, DeviceBatches, static_width
@@ -172,6 +173,7 @@ class TrainJob:
     def run(self, on_step: Callable[[int], None] | None = None) -> dict[str, Any]:
         s = self.settings
         device = init_distributed(torch.device(resolve_device(s.device, key="train.device")))
+        cuda_ready(device)
         is_main = dist_rank_world()[0] == 0
         torch.manual_seed(self.seed)
         model = DecoderLM(self.model_config).to(device)

@@ -36,6 +36,7 @@ from assocmem.gemm import measure_peak_flops
 from assocmem.model import DecoderLM, flops_per_token
 from assocmem.progress import bar
 from assocmem.runtime import resolve_device
+from assocmem.runtime.cuda_start import cuda_ready
 from assocmem.stopping import IGNORE, is_new_best
 from assocmem.train.batches import Batch
 from assocmem.train.files import BEST_IN_PROGRESS, RunState
@@ -109,6 +110,7 @@ class StackedTraining:
         self.jobs = list(jobs)
         self.settings: TrainSettings = jobs[0].settings
         self.device = torch.device(resolve_device(self.settings.device, key="train.device"))
+        cuda_ready(self.device)
         if self.settings.gemm == "onednn" and self.device.type == "cpu":
             raise AssocmemError("train.gemm onednn: stacked replicas run batched products (bmm), not oneDNN's Linear; "
                                 "set train.gemm to auto or native")

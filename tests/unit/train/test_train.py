@@ -289,3 +289,17 @@ def test_metrics_and_eval_rows_hold_the_rows_their_readers_expect(tmp_path, max_
         check_train_tables(metrics.iloc[:-1], rows, summary, 4, at)
     with pytest.raises(AssocmemError, match=r"eval_rows\.parquet has \d+ rows, expected \d+ \(the validation rows"):
         check_train_tables(metrics, rows.iloc[1:], summary, 4, at)
+
+
+def test_a_run_starts_its_device_before_it_builds_the_model(tmp_path, monkeypatch):
+    """Its CUDA start is timed and logged (assocmem.runtime.cuda_start; a no-op on the CPU, called all the same)."""
+    import assocmem.train.loop as loop
+    import assocmem.train.stacked as stacked
+    from assocmem.train.stacked import StackedTraining
+
+    started = []
+    monkeypatch.setattr(loop, "cuda_ready", started.append)
+    monkeypatch.setattr(stacked, "cuda_ready", started.append)
+    make_job(tmp_path, max_steps=2).run()
+    StackedTraining([make_job(tmp_path, f"stacked{seed}", seed, max_steps=2) for seed in (1, 2)])
+    assert started == [torch.device("cpu"), torch.device("cpu")]
