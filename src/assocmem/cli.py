@@ -130,7 +130,7 @@ def run_stage(args: argparse.Namespace) -> str:
     run_dir = PER_RUN_DIR.get(func.__name__)
     job = args.stage if run_dir is None else f"{args.stage} {'/'.join(getattr(args, run_dir).parts[-2:])}"
     set_job(job)
-    start = CpuSnapshot.now()
+    start = CpuSnapshot.now(with_age=True)
     with Heartbeat(job) if stamps.is_rank_zero() else contextlib.nullcontext():
         result = func({**settings, "threads": args.threads, "code": code},
                       *(getattr(args, arg.rstrip("?").replace("-", "_")) for arg in paths))

@@ -295,7 +295,8 @@ def theory_sections(checks: list[dict[str, Any]], fig_dir: Path,
     sections = []
     for check in checks:
         figures = [(fig_dir / figure["file"], figure["caption"]) for figure in check.get("figures", [])]
-        figures += [figure.result() for figure in drawn[check["id"]]]
+        claim = claims.get(check["id"])  # a row of no registered claim is refused, naming its id
+        figures += [figure.result() for figure in drawn[claim.id]]
         tables = numbers_tables(check.get("numbers", {}), check.get("units"))
         sections.append(claim_section(check, tables, figures))
     errata = errata_section(checks)

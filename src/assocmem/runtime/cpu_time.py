@@ -34,14 +34,16 @@ class CpuSnapshot(NamedTuple):
     age: float | None = None  # seconds since the process started (:func:`process_age`)
 
     @classmethod
-    def now(cls) -> CpuSnapshot:
+    def now(cls, *, with_age: bool = False) -> CpuSnapshot:
+        """This moment's clocks; ``with_age``: also the process's age (the stage's start snapshot)."""
+
         def seconds(usage: resource.struct_rusage) -> float:
             return usage.ru_utime + usage.ru_stime
 
         thread = getattr(resource, "RUSAGE_THREAD", None)
         return cls(time.perf_counter(), seconds(resource.getrusage(resource.RUSAGE_SELF)),
                    None if thread is None else seconds(resource.getrusage(thread)),
-                   seconds(resource.getrusage(resource.RUSAGE_CHILDREN)), process_age())
+                   seconds(resource.getrusage(resource.RUSAGE_CHILDREN)), process_age() if with_age else None)
 
 
 def cpu_split(start: CpuSnapshot, end: CpuSnapshot) -> str:
@@ -60,10 +62,11 @@ def cpu_split(start: CpuSnapshot, end: CpuSnapshot) -> str:
     return f"{began}CPU {process + children:.1f} s in {wall:.1f} s of wall ({load:.2f} cores): " + ", ".join(parts)
 
 
-_NUMBER = r"(\d+(?:\.\d+)?)"
+_SECONDS = r"\d+(?:\.\d+)?"
+_NUMBER = rf"({_SECONDS})"
 _LINE = re.compile(rf"(?:began {_NUMBER} s after its process started; )?CPU {_NUMBER} s in {_NUMBER} s of wall "
                    rf"\({_NUMBER} cores\): (?:main thread {_NUMBER} s, the process's other threads {_NUMBER} s"
-                   rf"|this process {_NUMBER} s), child processes waited for {_NUMBER} s")
+                   rf"|this process {_SECONDS} s), child processes waited for {_NUMBER} s")
 
 
 def parse_cpu_line(text: str) -> dict[str, float | None] | None:
@@ -72,6 +75,6 @@ def parse_cpu_line(text: str) -> dict[str, float | None] | None:
     found = _LINE.search(text)
     if found is None:
         return None
-    began, cpu, wall, load, main, other, process, children = (None if v is None else float(v) for v in found.groups())
+    began, cpu, wall, load, main, other, children = (None if v is None else float(v) for v in found.groups())
     return {"began": began, "cpu": cpu, "wall": wall, "load": load, "main_thread": main, "other_threads": other,
-            "process": process if process is not None else cpu - children, "children": children}
+            "children": children}

@@ -149,6 +149,13 @@ def test_rows_bring_their_own_figures_and_fig1_gets_drawn(tmp_path):
     assert path == tmp_path / "fig1_landscapes.png" and path.exists() and "dotted grey lines" in caption
 
 
+def test_a_row_of_no_registered_claim_is_refused_naming_it(tmp_path):
+    from assocmem.errors import AssocmemError
+
+    with pytest.raises(AssocmemError, match="no claim 'nope' is registered"):
+        theory_sections([{**CHECKS[0], "id": "nope"}], tmp_path)
+
+
 def test_claims_that_bring_figures_are_judged_before_the_runs_are_drawn(monkeypatch, tmp_path):
     """The radius claim's figure renders while the runs' figures are drawn, the runs' while the other claims are
     judged; the rows still come in report order."""
