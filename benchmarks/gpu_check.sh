@@ -14,9 +14,11 @@
 #   docs/results/default.json's;
 #   GPT-2 small, the project's trainer against karpathy/nanoGPT (--nanogpt DIR), eager and compiled;
 #   the default's L4 step eager, compiled and in CUDA graphs (benchmarks/gpu_check.py);
-#   stacked replicas (K = 1, 4, 16) against K single runs, where the project has a stacked trainer.
+#   stacked replicas (K = 1, 4, 16) against K single runs, where the project has a stacked trainer;
+#   the decisive memorisation column's floor: its training FLOPs at the fp32, TF32 and bf16 product rates measured
+#   here (assocmem.memorisation.decisive_floor --measure): whether it could fit in 10 minutes at all (it is not run).
 # --dry-run: the same path on the CPU with tiny shapes and a few steps, no wheels, no main run (seconds).
-# PARTS="tests knn main l4 gpt2-eager gpt2-compile stacked" (the default: all) runs only the parts it names.
+# PARTS="tests knn main l4 gpt2-eager gpt2-compile stacked decisive" (the default: all) runs only the parts it names.
 set -u
 NANOGPT="" WHEELS=.whl OUT=${OUT:-/tmp/gpu-check} DRY=0 BUDGET=${BUDGET:-530}
 while [ $# -gt 0 ]; do
@@ -125,6 +127,12 @@ elif python3 -c "import importlib.util as u, sys; sys.exit(u.find_spec('assocmem
   part 90 "stacked replicas" python3 benchmarks/bench_stacked.py --replicas 1,4,16 $([ $DRY = 1 ] && echo --dry-run || echo --shapes G3,G5)
 else
   echo "skip stacked replicas: no stacked trainer in this checkout (assocmem.train.stacked, benchmarks/bench_stacked.py)"
+fi
+
+if [ $DRY = 1 ] || ! want decisive; then
+  echo "skip the decisive column's floor: dry run (it measures CUDA products) or not in PARTS"
+else
+  part 30 "decisive column floor" python3 -m assocmem.memorisation.decisive_floor --measure
 fi
 
 say "table"

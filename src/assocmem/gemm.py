@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
 from typing import Any, Literal
 
 import torch
@@ -107,18 +108,32 @@ def onednn_linear(inputs: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
     return _OneDnnLinear.apply(inputs, weight, bias)
 
 
-def measure_peak_flops(device: torch.device, seconds: float = 0.3) -> float:
+@contextmanager
+def exact_fp32() -> Iterator[None]:
+    """fp32 products in full precision: TF32 (10-bit mantissa) off for CUDA matmuls, restored afterwards."""
+    before = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before
+
+
+def measure_peak_flops(device: torch.device, seconds: float = 0.3, dtype: torch.dtype | None = None,
+                       tf32: bool = False) -> float:
     """Achievable dense-matmul FLOP/s on this device (the MFU denominator), measured, not assumed: the best
     of short bursts, so a burst slowed by another process on a shared machine does not count. On CPU the
-    faster of the two fp32 GEMM libraries in the wheel counts (MKL through ``@``, oneDNN; see assocmem.gemm)."""
+    faster of the two fp32 GEMM libraries in the wheel counts (MKL through ``@``, oneDNN; see assocmem.gemm).
+    ``dtype``: bf16 on CUDA and fp32 on the CPU unless given; fp32 on CUDA is timed with TF32 off unless ``tf32``."""
     size = 4096 if device.type == "cuda" else 1024  # 512^3 reached ~70% of the 1024^3 rate on CPU
-    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    dtype = dtype or (torch.bfloat16 if device.type == "cuda" else torch.float32)
     a = torch.randn(size, size, device=device, dtype=dtype)
     b = torch.randn(size, size, device=device, dtype=dtype)
     products = [lambda: a @ b]
     if device.type == "cpu" and onednn_available():
         products.append(lambda: onednn_linear(a, b))
-    return max(_best_burst(product, device, 2.0 * size**3, seconds / len(products)) for product in products)
+    with nullcontext() if tf32 else exact_fp32():
+        return max(_best_burst(product, device, 2.0 * size**3, seconds / len(products)) for product in products)
 
 
 def _best_burst(product: Callable[[], Any], device: torch.device, flops: float, seconds: float) -> float:

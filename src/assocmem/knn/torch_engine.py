@@ -12,12 +12,10 @@ tie order come from the refine."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-
 import numpy as np
 import torch
 
+from assocmem.gemm import exact_fp32
 from assocmem.knn.engine import Engine
 from assocmem.knn.shards import Shards
 from assocmem.knn.topk import merge_topk
@@ -28,17 +26,6 @@ _BYTES_PER_SCORE = 8
 # _MIN_REFINE_BYTES a chunk (a tiny search budget would mean one query a call).
 _REFINE_BYTES_PER_ELEMENT = 4 + 8 + 8
 _MIN_REFINE_BYTES = 16 << 20
-
-
-@contextmanager
-def exact_fp32() -> Iterator[None]:
-    """fp32 products in full precision: TF32 (10-bit mantissa) off for CUDA matmuls, restored afterwards."""
-    before = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = False
-    try:
-        yield
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = before
 
 
 def database_rows(engine: Engine, dim: int) -> int:

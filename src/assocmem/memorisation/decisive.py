@@ -38,6 +38,7 @@ import json
 import re
 import subprocess
 import time
+from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -113,24 +114,33 @@ def _stored_share(recorded: pd.DataFrame) -> float:
     return float(np.median(stored["steps"] / stored["max_steps"]))
 
 
-def cost(recorded: pd.DataFrame, truth_set: dict[str, Any], seeds_per_cell: int = SEEDS) -> dict[str, Any]:
-    """Steps, CPU hours (2 cores: two runs at a time) and GPU hours of the new column, per overhead truth."""
-    intercept, slope = cpu_step_model()
+def column_steps(recorded: pd.DataFrame, truth_set: dict[str, Any], seeds_per_cell: int = SEEDS
+                 ) -> Iterator[tuple[dict[str, Any], pd.DataFrame, np.ndarray, np.ndarray, np.ndarray]]:
+    """Per overhead truth: (truth, the new column's runs, each run's log boundary, whether the run is below it, its
+    steps). A run below the boundary trains its whole exposure budget, one above it the share of its budget that the
+    recorded stored runs used."""
     share = _stored_share(recorded)
     column = design(recorded, seeds_per_cell).iloc[len(recorded):]
     budget = EXPOSURES * column["n_facts"].to_numpy(float) / BATCH
-    rows = []
     for truth in (t for t in truth_set["rows"] if t["family"] == "overhead"):
         log_nb = pa._seen_boundary(truth, np.log(column["n_facts"].to_numpy(float)), truth_set["log_d_ref"])
         below = np.log(column["n_params"].to_numpy(float)) < log_nb
-        steps = np.where(below, budget, share * budget)
+        yield truth, column, log_nb, below, np.where(below, budget, share * budget)
+
+
+def cost(recorded: pd.DataFrame, truth_set: dict[str, Any], seeds_per_cell: int = SEEDS) -> dict[str, Any]:
+    """Steps, CPU hours (2 cores: two runs at a time) and GPU hours of the new column, per overhead truth."""
+    intercept, slope = cpu_step_model()
+    rows = []
+    for truth, column, log_nb, below, steps in column_steps(recorded, truth_set, seeds_per_cell):
         cpu_s = steps * (intercept + slope * column["n_params"].to_numpy(float))
         rows.append({"law": truth["law"], "b": truth["b"], "n_b_16384": float(np.exp(log_nb.max())),
                      "runs_below_boundary": int(below.sum()), "steps": float(steps.sum()),
                      "cpu_hours_2_cores": float(cpu_s.sum() / 2 / 3600),
                      "gpu_hours_one_process": float(steps.sum() * GPU_STEP_S / 3600),
                      "gpu_hours_16_processes": float(steps.sum() * GPU_STEP_S / GPU_CONCURRENCY_GAIN / 3600)})
-    return {"cpu_step_s_intercept": intercept, "cpu_step_s_per_param": slope, "stored_share_of_budget": share,
+    return {"cpu_step_s_intercept": intercept, "cpu_step_s_per_param": slope,
+            "stored_share_of_budget": _stored_share(recorded),
             "budget_steps": {str(d): EXPOSURES * d / BATCH for d in N_FACTS}, "gpu_step_s": GPU_STEP_S,
             "gpu_concurrency_gain": GPU_CONCURRENCY_GAIN, "by_truth": rows}
 

@@ -14,7 +14,7 @@ from assocmem.errors import AssocmemError
 from assocmem.knn import knn
 from assocmem.knn.engine import CPU_BLOCK_BYTES, Engine, resolve_engine
 from assocmem.knn.shards import Shards
-from assocmem.knn.torch_engine import TorchSearch, exact_fp32
+from assocmem.knn.torch_engine import TorchSearch
 
 
 @pytest.fixture(autouse=True)
@@ -114,17 +114,6 @@ def test_the_torch_engine_keeps_the_database_on_its_device(monkeypatch: pytest.M
     second = search(queries[:7], 5)
     assert uploads == [0]  # one upload for two searches of several blocks each
     np.testing.assert_array_equal(second[1][:, :3], first[1][:7])
-
-
-def test_tf32_is_off_inside_and_restored_after() -> None:
-    before = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = True
-    try:
-        with exact_fp32():
-            assert not torch.backends.cuda.matmul.allow_tf32
-        assert torch.backends.cuda.matmul.allow_tf32
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = before
 
 
 @pytest.mark.gpu

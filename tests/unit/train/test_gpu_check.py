@@ -19,6 +19,7 @@ def test_the_gpu_check_passes_its_dry_run(tmp_path) -> None:
     assert "skipped: no --nanogpt DIR given" in arms["gpt2-nanogpt-eager"]
     assert "cpu (dry run)" in arms["l4-graphs"] and "rc=" not in result.stdout
     assert "skip main run: dry run" in result.stdout
+    assert "skip the decisive column's floor: dry run" in result.stdout
     assert any(line.startswith(("skip stacked replicas", "== t=")) for line in lines)
 
 
