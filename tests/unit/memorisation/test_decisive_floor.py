@@ -84,6 +84,11 @@ def test_the_record_is_todays_floor_and_results_md_quotes_it() -> None:
     assert rec["commit"] in text
     for p, minutes in floors.items():
         assert f"{min(minutes):.1f}–{max(minutes):.1f} minutes" in text, p
+    shares = {p: [row["share_of_rate_for_goal"][p] for row in rec["by_truth"]] for p in rec["rates_flops"]}
+    assert f"{min(shares['fp32']):.1f}–{max(shares['fp32']):.1f} times the goal" in text
+    assert f"{100 * min(shares['bf16']):.0f}–{100 * max(shares['bf16']):.0f}% of that rate" in text
+    flops = [row["dense_flops"] / 1e16 for row in rec["by_truth"]]
+    assert f"{min(flops):.1f}–{max(flops):.1f} × 10^16 FLOPs" in text
 
 
 def test_measure_needs_a_cuda_device(monkeypatch, capsys) -> None:
