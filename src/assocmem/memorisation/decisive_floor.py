@@ -102,6 +102,8 @@ def measured_rates() -> dict[str, tuple[float, str]]:
 
 
 def record(rates: dict[str, tuple[float, str]]) -> dict[str, Any]:
+    """The floor at ``rates`` (precision -> (FLOP/s, where it was measured)). ``fits_at_rate``: whether the floor is
+    within the goal under any truth; false means no trainer could meet the goal at that rate, whatever the truth."""
     rows = floor({p: rate for p, (rate, _) in rates.items()})
     fits = {p: any(row["floor_s"][p] <= GOAL_S for row in rows) for p in rates}
     return {"commit": decisive._commit(), "date": datetime.date.today().isoformat(),
