@@ -30,6 +30,7 @@ import numpy as np
 import torch
 import yaml
 
+from assocmem.facts.tokenize import sequence_text, vocabulary
 from assocmem.gemm import measure_peak_flops
 from assocmem.io import write_json
 from assocmem.memorisation import decisive
@@ -38,8 +39,6 @@ from assocmem.model import DecoderLM, ModelConfig
 
 RECORD = decisive.ROOT / "docs" / "results" / "memorisation_decisive_gpu_floor.json"
 GOAL_S = 600.0  # issue 41: "the decisive memorisation column in ≤ 10 minutes on one GPU"
-VOCAB = 37  # the column's symbols (config/memorisation_decisive.yaml)
-INPUT_TOKENS = 9  # max_len 10: the inputs are a fact's first 9 tokens
 # Matrix-product rates measured on one NVIDIA H200 (torch 2.11.0+cu130), the device the goal names.
 MEASURED_FLOPS = {
     "fp32": (51.111386e12, "fp32 8192^3 products, TF32 off, 2026-11-26 (the GPU baseline: ../shared/gpu/knn.jsonl, "
@@ -52,21 +51,33 @@ MEASURED_FLOPS = {
 FASTEST_STEP_S = 0.87e-3
 
 
-def dense_macs_per_token(n_layer: int, d_model: int, d_ff: int, vocab: int = VOCAB) -> int:
+def dense_macs_per_token(n_layer: int, d_model: int, d_ff: int, vocab: int) -> int:
     """Multiply-adds a token of the forward pass spends on dense weights: per block the attention's qkv (3 d²) and
     output (d²) projections and the MLP's two (2 d d_ff); then the unembedding (vocab d)."""
     return n_layer * (4 * d_model * d_model + 2 * d_model * d_ff) + vocab * d_model
 
 
+def _column_spec(config: Path) -> dict[str, Any]:
+    return next(iter(yaml.safe_load(config.read_text())["experiments"].values()))
+
+
+def facts_shape(config: Path = decisive.CONFIG) -> tuple[int, int]:
+    """(vocabulary, input tokens a fact) of the column's facts, by the store's vocabulary and sequence layout: a
+    fact's inputs are its sequence but the final <eos>, which is only a target."""
+    facts = _column_spec(config)["dataset"]["facts"]
+    tokens = len(sequence_text(["k"] * facts["key_length"], ["v"] * facts["value_length"]).split())
+    return len(vocabulary(facts["key_vocab"], facts["value_vocab"])), tokens
+
+
 def column_models(config: Path = decisive.CONFIG) -> dict[int, int]:
     """Parameters -> dense multiply-adds a token, for each model of the column's config (sizes as in its record)."""
-    spec = next(iter(yaml.safe_load(config.read_text())["experiments"].values()))
+    vocab, _ = facts_shape(config)
     macs = {}
-    for model in spec["models"].values():
-        cfg = ModelConfig.from_dict(model, VOCAB)
+    for model in _column_spec(config)["models"].values():
+        cfg = ModelConfig.from_dict(model, vocab)
         with torch.device("meta"):  # shapes only
             n_params = DecoderLM(cfg).num_parameters()
-        macs[n_params] = dense_macs_per_token(cfg.n_layer, cfg.d_model, cfg.d_ff)
+        macs[n_params] = dense_macs_per_token(cfg.n_layer, cfg.d_model, cfg.d_ff, vocab)
     if sorted(macs) != sorted(decisive.N_PARAMS):
         raise ValueError(f"{config}: models of {sorted(macs)} parameters, the column's record has "
                          f"{list(decisive.N_PARAMS)}")
@@ -76,10 +87,10 @@ def column_models(config: Path = decisive.CONFIG) -> dict[int, int]:
 def floor(rates: dict[str, float]) -> list[dict[str, Any]]:
     """Per overhead truth: the column's steps and dense training FLOPs, and the time they take at each rate."""
     recorded = decisive.recorded_runs()
-    macs = column_models()
+    macs, (_, tokens) = column_models(), facts_shape()
     rows = []
     for truth, column, _, below, steps in decisive.column_steps(recorded, pa.truths(recorded)):
-        per_step = 6.0 * decisive.BATCH * INPUT_TOKENS * np.array([macs[n] for n in column["n_params"]], float)
+        per_step = 6.0 * decisive.BATCH * tokens * np.array([macs[n] for n in column["n_params"]], float)
         flops = float((steps * per_step).sum())
         longest = float(steps.max())
         rows.append({"law": truth["law"], "b": truth["b"], "runs": len(column), "runs_below_boundary": int(below.sum()),
@@ -110,7 +121,7 @@ def record(rates: dict[str, tuple[float, str]]) -> dict[str, Any]:
             "config": str(decisive.CONFIG.relative_to(decisive.ROOT)), "goal_s": GOAL_S,
             "rates_flops": {p: rate for p, (rate, _) in rates.items()},
             "rates_source": {p: source for p, (_, source) in rates.items()},
-            "tokens_per_step": decisive.BATCH * INPUT_TOKENS, "fastest_step_s": FASTEST_STEP_S,
+            "tokens_per_step": decisive.BATCH * facts_shape()[1], "fastest_step_s": FASTEST_STEP_S,
             "fits_at_rate": fits, "by_truth": rows}
 
 

@@ -48,13 +48,15 @@ def test_the_dense_count_is_what_torch_counts_in_a_real_step(n_layer, heads, hea
 
 
 def test_the_columns_models_are_its_records_and_a_foreign_config_is_named(tmp_path) -> None:
+    assert df.facts_shape() == (37, 9)  # <sos>, 5 key symbols, <sep>, 2 values; 5 specials, 16 keys, 16 values
     macs = df.column_models()
     assert sorted(macs) == sorted(decisive.N_PARAMS)
     smallest = DecoderLM(ModelConfig.from_dict({"n_layer": 2, "d_model": 32, "n_head": 4, "max_len": 10}, 37))
     assert macs[smallest.num_parameters()] == 2 * 12 * 32 * 32 + 37 * 32
     foreign = tmp_path / "column.yaml"
-    foreign.write_text(json.dumps({"experiments": {"x": {"models": {"D0": {"n_layer": 1, "d_model": 16,
-                                                                           "n_head": 2, "max_len": 10}}}}}))
+    facts = {"key_length": 5, "value_length": 2, "key_vocab": 16, "value_vocab": 16}
+    foreign.write_text(json.dumps({"experiments": {"x": {"dataset": {"facts": facts}, "models": {
+        "D0": {"n_layer": 1, "d_model": 16, "n_head": 2, "max_len": 10}}}}}))
     with pytest.raises(ValueError, match=f"{foreign}: models of"):
         df.column_models(foreign)
 
