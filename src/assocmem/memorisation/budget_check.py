@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -49,55 +50,74 @@ def near_boundary(runs: pd.DataFrame) -> pd.DataFrame:
     return cells[near].reset_index(drop=True)
 
 
-def twice_config(config: dict[str, Any], cells: pd.DataFrame) -> dict[str, Any]:
-    """``config`` (one memorisation experiment) restricted to the cells' models and fractions, budget doubled."""
+def variant_config(config: dict[str, Any], cells: pd.DataFrame, suffix: str,
+                   change: Callable[[dict[str, Any]], None], check: str = "budget check") -> dict[str, Any]:
+    """``config`` (one memorisation experiment) restricted to the cells' models and fractions, its experiment
+    renamed with ``suffix`` and its ``train`` section edited in place by ``change``; errors begin with ``check``."""
     if len(config["experiments"]) != 1:
-        raise AssocmemError(f"budget check: the config needs one experiment, found {', '.join(config['experiments'])}")
+        raise AssocmemError(f"{check}: the config needs one experiment, found {', '.join(config['experiments'])}")
     if cells.empty:
-        raise AssocmemError("budget check: no cell lies within one N step of the boundary")
+        raise AssocmemError(f"{check}: no cell lies within one N step of the boundary")
     name, exp = next(iter(config["experiments"].items()))
     out = copy.deepcopy(config)
     exp = copy.deepcopy(exp)
     base_models = {label.split(".")[0] for label in cells["model"]}
     exp["models"] = {m: spec for m, spec in exp["models"].items() if m in base_models}
     exp["subsets"]["fractions"] = sorted({float(f) for f in cells["fraction"]}, reverse=True)
-    train = exp["train"]
+    change(exp["train"])
+    out["experiments"] = {f"{name}{suffix}": exp}
+    return out
+
+
+def _double_budget(train: dict[str, Any]) -> None:
     if not train.get("max_epochs"):
         raise AssocmemError("budget check: train.max_epochs is not set, so the grid has no exposure budget to double")
     train["max_epochs"] = FACTOR * train["max_epochs"]
     train["max_steps"] = FACTOR * train["max_steps"]
-    out["experiments"] = {f"{name}_{FACTOR}x": exp}
-    return out
 
 
-def _runs(record_file: Path) -> tuple[pd.DataFrame, float]:
+def twice_config(config: dict[str, Any], cells: pd.DataFrame) -> dict[str, Any]:
+    """``config`` (one memorisation experiment) restricted to the cells' models and fractions, budget doubled."""
+    return variant_config(config, cells, f"_{FACTOR}x", _double_budget)
+
+
+def read_runs(record_file: Path) -> tuple[pd.DataFrame, float]:
     memo = read_json(record_file).get("memorisation")
     if memo is None:
         raise AssocmemError(f"{record_file}: not a memorisation grid's record")
     return stored_at(pd.DataFrame(memo["runs"]), memo["threshold"]), memo["threshold"]
 
 
-def compare(once: pd.DataFrame, twice: pd.DataFrame, *, intervals: bool = True) -> dict[str, Any]:
-    """The overhead fit with the near cells at 1× and with them replaced by their 2× runs (``intervals``: with the
-    profile intervals for b, which take seconds on a separated grid)."""
+def replace_cells(grid: pd.DataFrame, reruns: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``grid`` with the runs of every (N, D) cell that ``reruns`` holds replaced by them, and those reruns."""
     keys = ["n_params", "n_facts"]
-    replaced = twice.merge(once[keys].drop_duplicates(), on=keys)
-    kept = once.merge(replaced[keys].drop_duplicates(), on=keys, how="left", indicator=True)
-    combined = pd.concat([kept[kept["_merge"] == "left_only"].drop(columns="_merge"), replaced], ignore_index=True)
+    replaced = reruns.merge(grid[keys].drop_duplicates(), on=keys)
+    kept = grid.merge(replaced[keys].drop_duplicates(), on=keys, how="left", indicator=True)
+    return pd.concat([kept[kept["_merge"] == "left_only"].drop(columns="_merge"), replaced],
+                     ignore_index=True), replaced
+
+
+def compare(once: pd.DataFrame, twice: pd.DataFrame, *, intervals: bool = True,
+            labels: tuple[str, str] = ("1x", "2x")) -> dict[str, Any]:
+    """The overhead fit with the near cells as recorded (``labels[0]``) and with them replaced by their re-runs
+    (``labels[1]``: at 2x the exposures, or in another precision); ``intervals``: with the profile intervals for b,
+    which take seconds on a separated grid."""
+    first, second = labels
+    combined, replaced = replace_cells(once, twice)
     rows, moved = [], False
-    fits = {label: bo.fit_overhead(runs) for label, runs in (("1x", once), ("2x", combined))}
+    grids = {first: once, second: combined}
+    fits = {label: bo.fit_overhead(runs) for label, runs in grids.items()}
     for d in sorted(once["n_facts"].unique()):
-        z = np.array([np.log(d) - fits["1x"].data.log_d_ref])
-        per_d = {label: mb.per_d_boundaries(runs[runs["n_facts"] == d]).iloc[0]
-                 for label, runs in (("1x", once), ("2x", combined))}
-        inside = per_d["1x"]["n_b_low"] <= per_d["2x"]["n_b"] <= per_d["1x"]["n_b_high"]
-        moved |= bool(per_d["2x"]["censoring"] == "inside" and not inside)
-        rows.append({"n_facts": float(d), "n_b_1x": float(per_d["1x"]["n_b"]), "low_1x": float(per_d["1x"]["n_b_low"]),
-                     "high_1x": float(per_d["1x"]["n_b_high"]), "n_b_2x": float(per_d["2x"]["n_b"]),
-                     "overhead_n_b_1x": float(np.exp(bo.log_boundary(fits["1x"].phi, z)[0])),
-                     "overhead_n_b_2x": float(np.exp(bo.log_boundary(fits["2x"].phi, z)[0])),
-                     "stored_1x": int(once.loc[once["n_facts"] == d, "stored"].sum()),
-                     "stored_2x": int(combined.loc[combined["n_facts"] == d, "stored"].sum())})
+        z = np.array([np.log(d) - fits[first].data.log_d_ref])
+        per_d = {label: mb.per_d_boundaries(runs[runs["n_facts"] == d]).iloc[0] for label, runs in grids.items()}
+        inside = per_d[first]["n_b_low"] <= per_d[second]["n_b"] <= per_d[first]["n_b_high"]
+        moved |= bool(per_d[second]["censoring"] == "inside" and not inside)
+        row = {"n_facts": float(d), f"n_b_{first}": float(per_d[first]["n_b"]),
+               f"low_{first}": float(per_d[first]["n_b_low"]), f"high_{first}": float(per_d[first]["n_b_high"]),
+               f"n_b_{second}": float(per_d[second]["n_b"])}
+        row |= {f"overhead_n_b_{label}": float(np.exp(bo.log_boundary(fit.phi, z)[0])) for label, fit in fits.items()}
+        row |= {f"stored_{label}": int(runs.loc[runs["n_facts"] == d, "stored"].sum()) for label, runs in grids.items()}
+        rows.append(row)
     ends = {label: fit.b_interval() if intervals else (np.nan, np.nan) for label, fit in fits.items()}
     return {"replaced_runs": len(replaced), "per_d": rows, "moved": moved,
             "b": {label: {"b": fit.b, "low": ends[label][0], "high": ends[label][1]}
@@ -117,13 +137,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
     if args.command == "config":
-        runs, _ = _runs(args.record)
+        runs, _ = read_runs(args.record)
         cells = near_boundary(runs)
         args.out.write_text(yaml.safe_dump(twice_config(yaml.safe_load(args.config.read_text()), cells),
                                            sort_keys=False))
         print(f"{len(cells)} cells within one N step of the boundary -> {args.out}")
         return 0
-    result = compare(_runs(args.once)[0], _runs(args.twice)[0])
+    result = compare(read_runs(args.once)[0], read_runs(args.twice)[0])
     if args.out:
         write_json(args.out, result)
     print(f"boundary {'moved' if result['moved'] else 'did not move'} at {FACTOR}x the exposures: b "

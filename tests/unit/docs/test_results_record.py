@@ -454,7 +454,7 @@ def test_the_budget_check_is_todays_comparison_of_the_two_records_and_results_md
     from assocmem.memorisation import budget_check
 
     rec = _load("memorisation_budget_check.json")
-    once, twice = (budget_check._runs(RECORDS / Path(name).name)[0] for name in (rec["once"], rec["twice"]))
+    once, twice = (budget_check.read_runs(RECORDS / Path(name).name)[0] for name in (rec["once"], rec["twice"]))
     today = budget_check.compare(once, twice, intervals=False)
     assert today["moved"] == rec["moved"] and today["replaced_runs"] == rec["replaced_runs"]
     for label in ("1x", "2x"):
