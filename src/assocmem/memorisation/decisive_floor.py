@@ -12,7 +12,8 @@ of 9 input tokens (<sos>, 5 key symbols, <sep>, 2 value symbols; the last of 10 
 
 The column trains in fp32 (the config's ``train.precision``), and on CUDA the trainer leaves TF32 off, so its
 products run at the fp32 rate; bf16 (and TF32, not yet measured there: ``--measure`` does) is the rate a different
-experiment would get (the design's power was simulated from fp32 runs). A serial bound sits beside it: a run below
+experiment would get (the design's power was simulated from fp32 runs; ``precision_check`` measures bf16's
+storage against fp32's at the recorded grid's scale). A serial bound sits beside it: a run below
 the boundary takes its whole budget, up to 256,000 steps one after another, whatever runs beside it. A few seconds:
 
     python -m assocmem.memorisation.decisive_floor            # docs/results/memorisation_decisive_gpu_floor.json

@@ -24,6 +24,7 @@ runs against the grid's record (runs of other code on another host: a change of 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,7 @@ from scipy import stats
 from assocmem.errors import AssocmemError
 from assocmem.io import write_json
 from assocmem.memorisation import budget_check as bc
+from assocmem.memorisation.cells import stored_at
 
 PRECISIONS = ("fp32", "bf16")
 PAIR_KEYS = ["n_params", "n_facts", "seed"]
@@ -61,6 +63,16 @@ def _interval(values: np.ndarray) -> dict[str, float]:
     return {"n": n, "mean": mean, "low": mean - half, "high": mean + half}
 
 
+def detectable_ratio(log_ratio: np.ndarray, power: float = 0.8) -> float:
+    """The step ratio (> 1) that the t interval excludes 1 for with probability ``power`` at these pairs' number and
+    spread (nan below two pairs): the design's resolution, from its own runs."""
+    n = len(log_ratio)
+    if n < 2:
+        return float("nan")
+    shift = stats.t.ppf(0.5 + LEVEL / 2, n - 1) + stats.t.ppf(power, n - 1)
+    return float(np.exp(shift * np.std(log_ratio, ddof=1) / np.sqrt(n)))
+
+
 def pair_runs(first: pd.DataFrame, second: pd.DataFrame) -> pd.DataFrame:
     """The runs of ``second`` beside their twins in ``first`` (same N, D and seed); columns suffixed _a and _b."""
     pairs = first.merge(second, on=PAIR_KEYS, suffixes=("_a", "_b"))
@@ -74,20 +86,59 @@ def paired(first: pd.DataFrame, second: pd.DataFrame) -> dict[str, Any]:
     pairs = pair_runs(first, second)
     only_a = int((pairs["stored_a"] & ~pairs["stored_b"]).sum())
     only_b = int((~pairs["stored_a"] & pairs["stored_b"]).sum())
-    sign_p = float(stats.binomtest(only_a, only_a + only_b, 0.5).pvalue) if only_a + only_b else 1.0
+    sign_p = float(stats.binomtest(only_a, only_a + only_b, 0.5).pvalue) if only_a + only_b else 1.0  # exact
     both_stopped = pairs[(pairs["stop_rule_a"] == "recall") & (pairs["stop_rule_b"] == "recall")]
     log_ratio = np.log(both_stopped["steps_b"].to_numpy(float) / both_stopped["steps_a"].to_numpy(float))
     steps = _interval(log_ratio)
     budget = pairs[(pairs["stop_rule_a"] == "budget") & (pairs["stop_rule_b"] == "budget")]
     recall = _interval(budget["recall_b"].to_numpy(float) - budget["recall_a"].to_numpy(float))
     steps_differ = bool(steps["n"] >= 2 and not steps["low"] <= 0.0 <= steps["high"])
+    discordant = only_a + only_b
     return {"pairs": len(pairs), "stored_both": int((pairs["stored_a"] & pairs["stored_b"]).sum()),
             "stored_neither": int((~pairs["stored_a"] & ~pairs["stored_b"]).sum()),
             "stored_first_only": only_a, "stored_second_only": only_b, "sign_test_p": sign_p,
             "log_step_ratio": steps, "step_ratio": {k: float(np.exp(steps[k])) for k in ("mean", "low", "high")},
             "step_ratio_median": float(np.exp(np.median(log_ratio))) if len(log_ratio) else float("nan"),
+            "detectable_step_ratio": detectable_ratio(log_ratio),
+            "sign_test_can_reject": bool(discordant and 2 * 0.5**discordant < 1 - LEVEL),
             "recall_difference_budget_limited": recall,
             "differs": bool(sign_p < 1 - LEVEL or steps_differ)}
+
+
+def _median_interval(values: np.ndarray) -> dict[str, float]:
+    """The median and its distribution-free interval (order statistics, binomial at ``LEVEL``)."""
+    x, n = np.sort(values), len(values)
+    k = int(stats.binom.ppf((1 - LEVEL) / 2, n, 0.5)) if n else 0
+    if k < 1:
+        return {"n": n, "mean": float(np.median(x)) if n else float("nan"), "low": float("nan"), "high": float("nan")}
+    return {"n": n, "mean": float(np.median(x)), "low": float(x[k - 1]), "high": float(x[n - k])}
+
+
+def _sensitivity_row(choice: str, first: pd.DataFrame, second: pd.DataFrame, median: bool = False) -> dict[str, Any]:
+    result = paired(first, second)
+    if median:
+        pairs = pair_runs(first, second)
+        both = pairs[(pairs["stop_rule_a"] == "recall") & (pairs["stop_rule_b"] == "recall")]
+        result["log_step_ratio"] = _median_interval(np.log(both["steps_b"].to_numpy(float) / both["steps_a"]))
+    ratio = {k: float(np.exp(result["log_step_ratio"][k])) for k in ("mean", "low", "high")}
+    return {"choice": choice, "pairs": result["pairs"], "stored_fp32_only": result["stored_first_only"],
+            "stored_bf16_only": result["stored_second_only"], "sign_test_p": result["sign_test_p"],
+            "step_ratio": ratio["mean"], "low": ratio["low"], "high": ratio["high"],
+            "step_pairs": result["log_step_ratio"]["n"]}
+
+
+def sensitivity(fp32: pd.DataFrame, bf16: pd.DataFrame) -> list[dict[str, Any]]:
+    """The comparison under other choices: the threshold for "stored", the estimator of the step ratio, and
+    without the smallest number of facts (the fastest runs, whose steps the evaluation interval rounds most)."""
+    smallest = fp32["n_facts"].min()
+    rows = [_sensitivity_row("primary: stored at the grid's threshold, mean log ratio (t interval)", fp32, bf16),
+            _sensitivity_row("median ratio (order-statistic interval)", fp32, bf16, median=True)]
+    for threshold in (0.8, 0.95):
+        rows.append(_sensitivity_row(f"stored at recall >= {threshold}", stored_at(fp32, threshold),
+                                     stored_at(bf16, threshold)))
+    rows.append(_sensitivity_row(f"without D = {smallest}", fp32[fp32["n_facts"] > smallest],
+                                 bf16[bf16["n_facts"] > smallest]))
+    return rows
 
 
 RULE = ("bf16 stores differently iff the exact two-sided sign test on the pairs stored in one precision only "
@@ -100,7 +151,7 @@ def compare(reference: pd.DataFrame, fp32: pd.DataFrame, bf16: pd.DataFrame, *, 
     """bf16 against fp32 run by run (the rule's decision), the grid's boundary with the near cells in each precision,
     and today's fp32 runs against the ``reference`` grid's (a change of code, host and rounding only)."""
     with_fp32, _ = bc.replace_cells(reference, fp32)
-    return {"paired": paired(fp32, bf16), "rule": RULE,
+    return {"paired": paired(fp32, bf16), "rule": RULE, "sensitivity": sensitivity(fp32, bf16),
             "boundary": bc.compare(with_fp32, bf16, intervals=intervals, labels=PRECISIONS),
             "fp32_against_reference": paired(reference, fp32)}
 
@@ -111,7 +162,8 @@ def summary_line(result: dict[str, Any]) -> str:
     return (f"bf16 {'stores differently' if p['differs'] else 'stores as fp32 does'} by the rule: {p['pairs']} pairs, "
             f"stored in fp32 only {p['stored_first_only']}, in bf16 only {p['stored_second_only']} (sign test p "
             f"{p['sign_test_p']:.2f}); steps bf16/fp32 {ratio['mean']:.3f} [{ratio['low']:.3f}, {ratio['high']:.3f}] "
-            f"over {p['log_step_ratio']['n']} pairs; overhead b "
+            f"over {p['log_step_ratio']['n']} pairs (detects {p['detectable_step_ratio']:.3f}x with 80% power); "
+            f"the sign test {'can' if p['sign_test_can_reject'] else 'cannot'} reject; overhead b "
             + ", ".join(f"{k} {v['b']:.2f} [{v['low']:.2f}, {v['high']:.2f}]" for k, v in b.items()))
 
 
@@ -128,6 +180,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("bf16", type=Path)
     p.add_argument("--reference", type=Path, required=True, help="the whole grid's record (its other cells)")
     p.add_argument("--out", type=Path)
+    p.add_argument("--commit", help="the commit of the code that made the two records (written into --out)")
+    p.add_argument("--date", help="the date of the runs (written into --out)")
     args = parser.parse_args(argv)
     if args.command == "config":
         cells = bc.near_boundary(bc.read_runs(args.record)[0])
@@ -137,8 +191,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     result = compare(*(bc.read_runs(path)[0] for path in (args.reference, args.fp32, args.bf16)))
     if args.out:
-        write_json(args.out, {"schema": "assocmem-precision-check-v1", "reference": str(args.reference),
-                              "fp32": str(args.fp32), "bf16": str(args.bf16), **result})
+        command = "python -m assocmem.memorisation.precision_check " + " ".join(argv or sys.argv[1:])
+        write_json(args.out, {"schema": "assocmem-precision-check-v1", "command": command, "commit": args.commit,
+                              "date": args.date, "reference": str(args.reference), "fp32": str(args.fp32),
+                              "bf16": str(args.bf16), **result})
     print(summary_line(result))
     return 0
 

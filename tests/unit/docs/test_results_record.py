@@ -471,6 +471,52 @@ def test_the_budget_check_is_todays_comparison_of_the_two_records_and_results_md
     assert _load("memorisation_2x.json")["commit"] in section
 
 
+def _close(now, then) -> bool:
+    """Nested JSON values equal, floats to 1e-9 relative (nan equal to nan)."""
+    if isinstance(then, dict):
+        return isinstance(now, dict) and now.keys() == then.keys() and all(_close(now[k], then[k]) for k in then)
+    if isinstance(then, list):
+        return isinstance(now, list) and len(now) == len(then) and all(map(_close, now, then))
+    if isinstance(then, float) or isinstance(now, float):
+        return bool(np.isclose(now, then, rtol=1e-9, atol=0.0, equal_nan=True))
+    return now == then
+
+
+def test_the_precision_check_is_todays_comparison_of_its_records_and_results_md_quotes_it() -> None:
+    """docs/results/memorisation_precision_check.json (issue 41): today's paired comparison of the fp32 and bf16
+    re-runs of the near cells (and of the fp32 re-run against the grid's record) gives the recorded numbers, and
+    docs/results.md quotes the rule's answer, the table and the runs' commit and wall times."""
+    from assocmem.memorisation import budget_check, precision_check
+
+    rec = _load("memorisation_precision_check.json")
+    reference, fp32, bf16 = (budget_check.read_runs(RECORDS / Path(rec[k]).name)[0]
+                             for k in ("reference", "fp32", "bf16"))
+    today = json.loads(json.dumps(precision_check.compare(reference, fp32, bf16, intervals=False)))
+    for key in ("paired", "fp32_against_reference", "sensitivity"):
+        assert _close(today[key], rec[key]), key
+    assert _close(today["boundary"]["per_d"], rec["boundary"]["per_d"])
+    assert today["boundary"]["moved"] == rec["boundary"]["moved"] and today["rule"] == rec["rule"]
+    for label in precision_check.PRECISIONS:
+        assert today["boundary"]["b"][label]["b"] == pytest.approx(rec["boundary"]["b"][label]["b"], rel=1e-3)
+    section = _section("The memorisation grid")
+    assert ("bf16 stores differently" if rec["paired"]["differs"] else "bf16 does not store differently") in section
+    for key in ("paired", "fp32_against_reference"):
+        p = rec[key]
+        ratio = p["step_ratio"]
+        assert f"{p['stored_both']} / {p['stored_neither']}" in section
+        assert f"{p['stored_first_only']} / {p['stored_second_only']} ({p['sign_test_p']:.2f})" in section
+        assert f"{ratio['mean']:.3f} [{ratio['low']:.3f}, {ratio['high']:.3f}] ({p['log_step_ratio']['n']})" in section
+        assert f"| {p['detectable_step_ratio']:.3f} " in section
+    assert rec["paired"]["sign_test_can_reject"] is False and "has no power here" in section
+    b = rec["boundary"]["b"]
+    assert all(f"{b[k]['b']:.2f} [{b[k]['low']:.2f}, {b[k]['high']:.2f}]" in section for k in b)
+    for precision in precision_check.PRECISIONS:
+        run = _load(f"memorisation_{precision}.json")
+        minutes, seconds = divmod(round(run["wall_s"]), 60)
+        assert run["commit"] == rec["commit"] and f"{precision} {minutes} min {seconds:02d} s" in section
+    assert rec["commit"] in section and rec["date"] in section
+
+
 def test_the_radius_power_record_is_todays_simulation() -> None:
     """docs/results/radius_power.json (issue 38): its design and truths are today's constants, one of its cells
     (the overhead truth at CV 0.05, where the growth rule decides) is recomputed exactly from its seed, and
