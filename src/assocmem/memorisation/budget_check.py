@@ -124,13 +124,19 @@ def compare(once: pd.DataFrame, twice: pd.DataFrame, *, intervals: bool = True,
                   for label, fit in fits.items()}}
 
 
+def config_parser(sub: Any, help_text: str) -> argparse.ArgumentParser:
+    """The ``config`` subcommand: a grid's record, its config and the config file to write."""
+    p = sub.add_parser("config", help=help_text)
+    p.add_argument("record", type=Path, help="the grid's record (docs/results/)")
+    p.add_argument("--config", type=Path, required=True, help="the config that made the grid")
+    p.add_argument("--out", type=Path, required=True)
+    return p
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("config", help="write the 2x config of the cells near the boundary")
-    p.add_argument("record", type=Path)
-    p.add_argument("--config", type=Path, required=True)
-    p.add_argument("--out", type=Path, required=True)
+    config_parser(sub, "write the 2x config of the cells near the boundary")
     p = sub.add_parser("compare", help="compare the boundary at 1x and 2x the exposures")
     p.add_argument("once", type=Path)
     p.add_argument("twice", type=Path)

@@ -170,11 +170,8 @@ def summary_line(result: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("config", help="write the config of the cells near the boundary in one precision")
-    p.add_argument("record", type=Path)
-    p.add_argument("--config", type=Path, required=True)
+    p = bc.config_parser(sub, "write the config of the cells near the boundary in one precision")
     p.add_argument("--precision", choices=PRECISIONS, required=True)
-    p.add_argument("--out", type=Path, required=True)
     p = sub.add_parser("compare", help="compare the bf16 runs with their fp32 twins")
     p.add_argument("fp32", type=Path)
     p.add_argument("bf16", type=Path)

@@ -131,3 +131,21 @@ def test_the_median_interval_covers_the_median() -> None:
                for _ in range(1000)]
     assert np.mean(covered) >= 0.93
     assert np.isnan(pc._median_interval(np.array([0.1, 0.2]))["low"])  # too few for an interval
+
+
+def test_the_command_line_writes_the_shipped_configs_and_a_record(tmp_path, capsys) -> None:
+    record = ROOT / "docs" / "results" / "memorisation.json"
+    for precision in pc.PRECISIONS:
+        out = tmp_path / f"{precision}.yaml"
+        assert pc.main(["config", str(record), "--config", str(ROOT / "config" / "memorisation.yaml"),
+                        "--precision", precision, "--out", str(out)]) == 0
+        assert yaml.safe_load(out.read_text()) == yaml.safe_load(
+            (ROOT / "config" / f"memorisation_{precision}.yaml").read_text())
+    runs_of = {p: ROOT / "docs" / "results" / f"memorisation_{p}.json" for p in pc.PRECISIONS}
+    out = tmp_path / "check.json"
+    assert pc.main(["compare", str(runs_of["fp32"]), str(runs_of["bf16"]), "--reference", str(record),
+                    "--out", str(out), "--commit", "abc1234", "--date", "2026-11-29"]) == 0
+    written = yaml.safe_load(out.read_text())
+    assert written["schema"] == "assocmem-precision-check-v1" and written["commit"] == "abc1234"
+    assert written["command"].startswith("python -m assocmem.memorisation.precision_check compare")
+    assert "by the rule" in capsys.readouterr().out
