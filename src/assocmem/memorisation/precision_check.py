@@ -146,25 +146,29 @@ RULE = ("bf16 stores differently iff the exact two-sided sign test on the pairs 
         "recall) excludes 0 (stated in assocmem.memorisation.precision_check before the runs)")
 
 
-def compare(reference: pd.DataFrame, fp32: pd.DataFrame, bf16: pd.DataFrame, *, intervals: bool = True
-            ) -> dict[str, Any]:
-    """bf16 against fp32 run by run (the rule's decision), the grid's boundary with the near cells in each precision,
-    and today's fp32 runs against the ``reference`` grid's (a change of code, host and rounding only)."""
-    with_fp32, _ = bc.replace_cells(reference, fp32)
-    return {"paired": paired(fp32, bf16), "rule": RULE, "sensitivity": sensitivity(fp32, bf16),
-            "boundary": bc.compare(with_fp32, bf16, intervals=intervals, labels=PRECISIONS),
-            "fp32_against_reference": paired(reference, fp32)}
+def compare(fp32: pd.DataFrame, bf16: pd.DataFrame, reference: pd.DataFrame | None = None, *,
+            intervals: bool = True) -> dict[str, Any]:
+    """bf16 against fp32 run by run (the rule's decision) and its sensitivity; with a ``reference`` grid whose cells
+    the runs re-run, also that grid's boundary with those cells in each precision, and today's fp32 runs against the
+    reference's (a change of code, host and rounding only)."""
+    result = {"paired": paired(fp32, bf16), "rule": RULE, "sensitivity": sensitivity(fp32, bf16)}
+    if reference is not None:
+        with_fp32, _ = bc.replace_cells(reference, fp32)
+        result |= {"boundary": bc.compare(with_fp32, bf16, intervals=intervals, labels=PRECISIONS),
+                   "fp32_against_reference": paired(reference, fp32)}
+    return result
 
 
 def summary_line(result: dict[str, Any]) -> str:
-    p, b = result["paired"], result["boundary"]["b"]
+    p = result["paired"]
+    b = result["boundary"]["b"] if "boundary" in result else {}
     ratio = p["step_ratio"]
     return (f"bf16 {'stores differently' if p['differs'] else 'stores as fp32 does'} by the rule: {p['pairs']} pairs, "
             f"stored in fp32 only {p['stored_first_only']}, in bf16 only {p['stored_second_only']} (sign test p "
             f"{p['sign_test_p']:.2f}); steps bf16/fp32 {ratio['mean']:.3f} [{ratio['low']:.3f}, {ratio['high']:.3f}] "
             f"over {p['log_step_ratio']['n']} pairs (detects {p['detectable_step_ratio']:.3f}x with 80% power); "
-            f"the sign test {'can' if p['sign_test_can_reject'] else 'cannot'} reject; overhead b "
-            + ", ".join(f"{k} {v['b']:.2f} [{v['low']:.2f}, {v['high']:.2f}]" for k, v in b.items()))
+            f"the sign test {'can' if p['sign_test_can_reject'] else 'cannot'} reject"
+            + "".join(f"; overhead b {k} {v['b']:.2f} [{v['low']:.2f}, {v['high']:.2f}]" for k, v in b.items()))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -175,7 +179,8 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("compare", help="compare the bf16 runs with their fp32 twins")
     p.add_argument("fp32", type=Path)
     p.add_argument("bf16", type=Path)
-    p.add_argument("--reference", type=Path, required=True, help="the whole grid's record (its other cells)")
+    p.add_argument("--reference", type=Path, help="the whole grid's record whose cells the runs re-run (its boundary "
+                                                  "in each precision; its runs against today's fp32)")
     p.add_argument("--out", type=Path)
     p.add_argument("--commit", help="the commit of the code that made the two records (written into --out)")
     p.add_argument("--date", help="the date of the runs (written into --out)")
@@ -186,12 +191,13 @@ def main(argv: list[str] | None = None) -> int:
         args.out.write_text(yaml.safe_dump(config, sort_keys=False))
         print(f"{len(cells)} cells within one N step of the boundary, {args.precision} -> {args.out}")
         return 0
-    result = compare(*(bc.read_runs(path)[0] for path in (args.reference, args.fp32, args.bf16)))
+    fp32, bf16 = (bc.read_runs(path)[0] for path in (args.fp32, args.bf16))
+    result = compare(fp32, bf16, bc.read_runs(args.reference)[0] if args.reference else None)
     if args.out:
         command = "python -m assocmem.memorisation.precision_check " + " ".join(argv or sys.argv[1:])
+        paths = {"reference": args.reference and str(args.reference), "fp32": str(args.fp32), "bf16": str(args.bf16)}
         write_json(args.out, {"schema": "assocmem-precision-check-v1", "command": command, "commit": args.commit,
-                              "date": args.date, "reference": str(args.reference), "fp32": str(args.fp32),
-                              "bf16": str(args.bf16), **result})
+                              "date": args.date, **paths, **result})
     print(summary_line(result))
     return 0
 

@@ -491,7 +491,7 @@ def test_the_precision_check_is_todays_comparison_of_its_records_and_results_md_
     rec = _load("memorisation_precision_check.json")
     reference, fp32, bf16 = (budget_check.read_runs(RECORDS / Path(rec[k]).name)[0]
                              for k in ("reference", "fp32", "bf16"))
-    today = json.loads(json.dumps(precision_check.compare(reference, fp32, bf16, intervals=False)))
+    today = json.loads(json.dumps(precision_check.compare(fp32, bf16, reference, intervals=False)))
     for key in ("paired", "fp32_against_reference", "sensitivity"):
         assert _close(today[key], rec[key]), key
     assert _close(today["boundary"]["per_d"], rec["boundary"]["per_d"])

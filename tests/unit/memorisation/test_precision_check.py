@@ -88,7 +88,7 @@ def test_fewer_stored_runs_are_found_by_the_sign_test() -> None:
     result = pc.paired(fp32, bf16)
     assert result["stored_second_only"] == 0 and result["stored_first_only"] >= 6
     assert result["sign_test_can_reject"] and result["sign_test_p"] < 0.05 and result["differs"]
-    boundary = pc.compare(fp32, fp32, bf16, intervals=False)["boundary"]
+    boundary = pc.compare(fp32, bf16, fp32, intervals=False)["boundary"]
     assert boundary["moved"] or any(r["n_b_bf16"] > r["n_b_fp32"] for r in boundary["per_d"])
 
 
@@ -149,3 +149,9 @@ def test_the_command_line_writes_the_shipped_configs_and_a_record(tmp_path, caps
     assert written["schema"] == "assocmem-precision-check-v1" and written["commit"] == "abc1234"
     assert written["command"].startswith("python -m assocmem.memorisation.precision_check compare")
     assert "by the rule" in capsys.readouterr().out
+
+
+def test_without_a_reference_the_comparison_is_the_pairs_alone() -> None:
+    fp32 = runs(BOUNDARY, np.random.default_rng(10))
+    result = pc.compare(fp32, runs(BOUNDARY, np.random.default_rng(11), slow=1.2))
+    assert set(result) == {"paired", "rule", "sensitivity"} and "overhead b" not in pc.summary_line(result)
