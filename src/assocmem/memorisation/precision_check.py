@@ -129,15 +129,18 @@ def _sensitivity_row(choice: str, first: pd.DataFrame, second: pd.DataFrame, med
 
 def sensitivity(fp32: pd.DataFrame, bf16: pd.DataFrame) -> list[dict[str, Any]]:
     """The comparison under other choices: the threshold for "stored", the estimator of the step ratio, and
-    without the smallest number of facts (the fastest runs, whose steps the evaluation interval rounds most)."""
-    smallest = fp32["n_facts"].min()
+    without the smallest number of facts (the fastest runs, whose steps the evaluation interval rounds most) or the
+    smallest model (the nearest the boundary), where the grid has more than one."""
     rows = [_sensitivity_row("primary: stored at the grid's threshold, mean log ratio (t interval)", fp32, bf16),
             _sensitivity_row("median ratio (order-statistic interval)", fp32, bf16, median=True)]
     for threshold in (0.8, 0.95):
         rows.append(_sensitivity_row(f"stored at recall >= {threshold}", stored_at(fp32, threshold),
                                      stored_at(bf16, threshold)))
-    rows.append(_sensitivity_row(f"without D = {smallest}", fp32[fp32["n_facts"] > smallest],
-                                 bf16[bf16["n_facts"] > smallest]))
+    for column, name in (("n_facts", "D"), ("n_params", "N")):
+        smallest = fp32[column].min()
+        if fp32[column].nunique() > 1:
+            rows.append(_sensitivity_row(f"without {name} = {smallest}", fp32[fp32[column] > smallest],
+                                         bf16[bf16[column] > smallest]))
     return rows
 
 

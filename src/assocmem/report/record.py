@@ -79,10 +79,20 @@ MEMORISATION_KEYS = ("threshold", "stop_at_recall", "bits_per_fact", "n_runs", "
                      "alternatives_reason")
 
 
+# what the stage writes when the grid identifies no boundary (one D, or every run stored): no power, no verdict
+UNFITTED_KEYS = ("threshold", "stop_at_recall", "bits_per_fact", "n_runs", "seeds", "n_params", "n_facts", "n_span",
+                 "d_span", "fit", "per_d", "runs", "overhead_fit", "reason")
+
+
 def memorisation_summary(analysis: dict[str, Any]) -> dict[str, Any]:
-    """What the documentation quotes from a memorisation grid's analysis.json, and the runs to refit it from."""
-    missing = [key for key in MEMORISATION_KEYS if key not in analysis]
+    """What the documentation quotes from a memorisation grid's analysis.json, and the runs to refit it from; for a
+    grid without a boundary fit (the stage's ``reason`` says why), its runs and the reason."""
+    keys = UNFITTED_KEYS if analysis.get("fit") is None and analysis.get("reason") else MEMORISATION_KEYS
+    missing = [key for key in keys if key not in analysis]
     if missing:
         raise AssocmemError(f"memorisation analysis.json lacks {', '.join(missing)}: not written by today's "
                             "memorisation stage (or its fit failed); rerun the memorisation job")
-    return {key: analysis[key] for key in MEMORISATION_KEYS}
+    summary = {key: analysis[key] for key in keys}
+    if keys is UNFITTED_KEYS and "overhead_reason" in analysis:  # the overhead fit failed too: why
+        summary["overhead_reason"] = analysis["overhead_reason"]
+    return summary

@@ -507,6 +507,9 @@ def test_the_precision_check_is_todays_comparison_of_its_records_and_results_md_
         assert f"{p['stored_first_only']} / {p['stored_second_only']} ({p['sign_test_p']:.2f})" in section
         assert f"{ratio['mean']:.3f} [{ratio['low']:.3f}, {ratio['high']:.3f}] ({p['log_step_ratio']['n']})" in section
         assert f"| {p['detectable_step_ratio']:.3f} " in section
+        recall = p["recall_difference_budget_limited"]
+        quoted = f"{recall['mean']:.3f} [{recall['low']:.3f}, {recall['high']:.3f}] ({recall['n']})"
+        assert quoted.replace("-0.000", "0.000") in section.replace("−", "-")
     assert rec["paired"]["sign_test_can_reject"] is False and "has no power here" in section
     b = rec["boundary"]["b"]
     assert all(f"{b[k]['b']:.2f} [{b[k]['low']:.2f}, {b[k]['high']:.2f}]" in section for k in b)
@@ -515,6 +518,36 @@ def test_the_precision_check_is_todays_comparison_of_its_records_and_results_md_
         minutes, seconds = divmod(round(run["wall_s"]), 60)
         assert run["commit"] == rec["commit"] and f"{precision} {minutes} min {seconds:02d} s" in section
     assert rec["commit"] in section and rec["date"] in section
+
+
+def test_the_precision_check_beyond_the_grid_is_todays_comparison_and_results_md_quotes_it() -> None:
+    """docs/results/memorisation_precision_check_2k.json: today's paired comparison of the 2,048-fact runs in fp32
+    and bf16 (no reference grid) gives the recorded numbers; docs/results.md quotes them, the models and wall times."""
+    from assocmem.memorisation import budget_check, precision_check
+
+    rec = _load("memorisation_precision_check_2k.json")
+    assert rec["reference"] is None and "boundary" not in rec
+    fp32, bf16 = (budget_check.read_runs(RECORDS / Path(rec[k]).name)[0] for k in ("fp32", "bf16"))
+    today = json.loads(json.dumps(precision_check.compare(fp32, bf16)))
+    for key in ("paired", "sensitivity"):
+        assert _close(today[key], rec[key]), key
+    section = _section("The memorisation grid")
+    p = rec["paired"]
+    ratio, median = p["step_ratio"], rec["sensitivity"][1]
+    assert p["stored_both"] == p["pairs"] and f"all {p['pairs']} pairs stored in both precisions" in section
+    assert f"**{ratio['mean']:.3f} [{ratio['low']:.3f}, {ratio['high']:.3f}]** over {p['pairs']} pairs" in section
+    assert f"median {median['step_ratio']:.3f} [{median['low']:.3f}, {median['high']:.3f}]" in section
+    assert f"detects {p['detectable_step_ratio']:.3f}× with 80% power" in section
+    assert ("bf16\n  does not store differently here either" if not p["differs"] else "stores differently") \
+        in section.replace("bf16 does not", "bf16\n  does not")
+    sizes = sorted(fp32["n_params"].unique())
+    assert f"{sizes[0]:,}, {sizes[1]:,} and {sizes[2]:,} parameters" in section.replace("\n  ", " ")
+    for precision in precision_check.PRECISIONS:
+        run = _load(f"memorisation_precision_2k_{precision}.json")
+        minutes, seconds = divmod(round(run["wall_s"]), 60)
+        assert run["commit"] == rec["commit"] and f"{precision} {minutes} min {seconds:02d} s" in section
+        assert run["memorisation"]["fit"] is None and "every run stored" in run["memorisation"]["overhead_reason"]
+    assert rec["commit"] in section
 
 
 def test_the_radius_power_record_is_todays_simulation() -> None:

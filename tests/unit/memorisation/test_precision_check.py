@@ -120,9 +120,12 @@ def test_the_sensitivity_table_keeps_the_primary_and_varies_one_choice_a_row() -
     bf16 = runs(BOUNDARY, np.random.default_rng(3), slow=1.4)
     rows = pc.sensitivity(fp32, bf16)
     primary = pc.paired(fp32, bf16)
-    assert len(rows) == 5 and rows[0]["step_ratio"] == pytest.approx(primary["step_ratio"]["mean"])
+    assert len(rows) == 6 and rows[0]["step_ratio"] == pytest.approx(primary["step_ratio"]["mean"])
     assert all(r["low"] <= 1.4 <= r["high"] for r in rows)
-    assert rows[-1]["pairs"] < rows[0]["pairs"]  # without the smallest D
+    assert rows[-2]["choice"] == "without D = 24" and rows[-1]["choice"] == "without N = 400"
+    assert rows[-1]["pairs"] < rows[0]["pairs"] and rows[-2]["pairs"] < rows[0]["pairs"]
+    one_d = [pc.sensitivity(fp32[fp32["n_facts"] == 96], bf16[bf16["n_facts"] == 96])]
+    assert [r["choice"] for r in one_d[0]][-1] == "without N = 400" and len(one_d[0]) == 5  # no D to leave out
 
 
 def test_the_median_interval_covers_the_median() -> None:
