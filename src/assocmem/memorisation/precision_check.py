@@ -15,10 +15,14 @@ twin start from the same weights and see the same batches, so they differ only b
 The rule, stated before the runs: **bf16 stores differently** iff the exact two-sided sign test on the pairs whose
 outcomes differ (stored in one precision only) rejects at 5%, or the 95% t interval of the mean log ratio of steps
 (bf16 / fp32) over the pairs that both stopped on reaching ``train.stop_at_recall`` excludes 0. The interval's ends
-are the resolution: the largest slow-down (or speed-up) to storage the design leaves open. Beside it: the per-D
-boundaries and the overhead fit's b of the grid with the near cells in each precision (``budget_check.compare``),
-the recall difference of pairs that both ran out of budget, and ``--reference``: the same comparison of today's fp32
-runs against the grid's record (runs of other code on another host: a change of rounding alone, for scale).
+are the resolution: the largest slow-down (or speed-up) to storage the design leaves open; beside them, the ratio
+the interval detects with 80% power and whether the sign test can reject at all with the discordant pairs there are.
+Also: the recall difference of pairs that both ran out of budget, a sensitivity table (the median ratio, other
+recall thresholds, without the smallest D or N), and with ``--reference`` (the grid whose cells the runs re-run) the
+per-D boundaries and the overhead fit's b of that grid with the cells in each precision (``budget_check.compare``)
+and the same run-by-run comparison of today's fp32 runs against the grid's own (a change of code, host and rounding
+only, for scale). Without it, ``compare`` pairs any two records of the same design, e.g. the two runs of
+config/memorisation_precision_2k.yaml (2,048 facts, one precision each by ``--set``).
 """
 
 from __future__ import annotations
