@@ -44,6 +44,7 @@ from assocmem.memorisation.cells import stored_at
 
 PRECISIONS = ("fp32", "bf16")
 PAIR_KEYS = ["n_params", "n_facts", "seed"]
+REPLICATION = "replication"  # which pair of records a run comes from (0: the first)
 LEVEL = 0.95
 
 
@@ -78,8 +79,10 @@ def detectable_ratio(log_ratio: np.ndarray, power: float = 0.8) -> float:
 
 
 def pair_runs(first: pd.DataFrame, second: pd.DataFrame) -> pd.DataFrame:
-    """The runs of ``second`` beside their twins in ``first`` (same N, D and seed); columns suffixed _a and _b."""
-    pairs = first.merge(second, on=PAIR_KEYS, suffixes=("_a", "_b"))
+    """The runs of ``second`` beside their twins in ``first`` (same N, D and seed, and the same replication where
+    both have one: records of the design under another global seed); columns suffixed _a and _b."""
+    keys = PAIR_KEYS + [REPLICATION] * (REPLICATION in first and REPLICATION in second)
+    pairs = first.merge(second, on=keys, suffixes=("_a", "_b"))
     if pairs.empty:
         raise AssocmemError("precision check: no run of the second grid has a twin (same N, D and seed) in the first")
     return pairs
@@ -153,17 +156,35 @@ RULE = ("bf16 stores differently iff the exact two-sided sign test on the pairs 
         "recall) excludes 0 (stated in assocmem.memorisation.precision_check before the runs)")
 
 
+def _first(runs: pd.DataFrame) -> pd.DataFrame:
+    return runs[runs[REPLICATION] == 0] if REPLICATION in runs else runs
+
+
 def compare(fp32: pd.DataFrame, bf16: pd.DataFrame, reference: pd.DataFrame | None = None, *,
             intervals: bool = True) -> dict[str, Any]:
-    """bf16 against fp32 run by run (the rule's decision) and its sensitivity; with a ``reference`` grid whose cells
-    the runs re-run, also that grid's boundary with those cells in each precision, and today's fp32 runs against the
-    reference's (a change of code, host and rounding only)."""
+    """bf16 against fp32 run by run (the rule's decision, over every replication) and its sensitivity, and each
+    replication's own comparison; with a ``reference`` grid whose cells the first replication re-runs, also that
+    grid's boundary with those cells in each precision, and those fp32 runs against the reference's (a change of
+    code, host and rounding only)."""
     result = {"paired": paired(fp32, bf16), "rule": RULE, "sensitivity": sensitivity(fp32, bf16)}
+    if REPLICATION in fp32 and fp32[REPLICATION].nunique() > 1:
+        result["by_replication"] = [paired(fp32[fp32[REPLICATION] == i], bf16[bf16[REPLICATION] == i])
+                                    for i in sorted(fp32[REPLICATION].unique())]
     if reference is not None:
-        with_fp32, _ = bc.replace_cells(reference, fp32)
-        result |= {"boundary": bc.compare(with_fp32, bf16, intervals=intervals, labels=PRECISIONS),
-                   "fp32_against_reference": paired(reference, fp32)}
+        with_fp32, _ = bc.replace_cells(reference, _first(fp32))
+        result |= {"boundary": bc.compare(with_fp32, _first(bf16), intervals=intervals, labels=PRECISIONS),
+                   "fp32_against_reference": paired(reference, _first(fp32).drop(columns=REPLICATION,
+                                                                                  errors="ignore"))}
     return result
+
+
+def read_twins(records: list[tuple[Path, Path]]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The fp32 and bf16 runs of each pair of records, numbered as replications in the order given."""
+    fp32, bf16 = [], []
+    for i, (first, second) in enumerate(records):
+        fp32.append(bc.read_runs(first)[0].assign(**{REPLICATION: i}))
+        bf16.append(bc.read_runs(second)[0].assign(**{REPLICATION: i}))
+    return pd.concat(fp32, ignore_index=True), pd.concat(bf16, ignore_index=True)
 
 
 def summary_line(result: dict[str, Any]) -> str:
@@ -188,6 +209,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("bf16", type=Path)
     p.add_argument("--reference", type=Path, help="the whole grid's record whose cells the runs re-run (its boundary "
                                                   "in each precision; its runs against today's fp32)")
+    p.add_argument("--replication", nargs=2, action="append", type=Path, default=[], metavar=("FP32", "BF16"),
+                   help="another pair of records of the same design under another global seed (repeatable)")
     p.add_argument("--out", type=Path)
     p.add_argument("--commit", help="the commit of the code that made the two records (written into --out)")
     p.add_argument("--date", help="the date of the runs (written into --out)")
@@ -198,11 +221,12 @@ def main(argv: list[str] | None = None) -> int:
         args.out.write_text(yaml.safe_dump(config, sort_keys=False))
         print(f"{len(cells)} cells within one N step of the boundary, {args.precision} -> {args.out}")
         return 0
-    fp32, bf16 = (bc.read_runs(path)[0] for path in (args.fp32, args.bf16))
+    fp32, bf16 = read_twins([(args.fp32, args.bf16), *map(tuple, args.replication)])
     result = compare(fp32, bf16, bc.read_runs(args.reference)[0] if args.reference else None)
     if args.out:
-        command = "python -m assocmem.memorisation.precision_check " + " ".join(argv or sys.argv[1:])
-        paths = {"reference": args.reference and str(args.reference), "fp32": str(args.fp32), "bf16": str(args.bf16)}
+        command = "python -m assocmem.memorisation.precision_check " + " ".join(map(str, argv or sys.argv[1:]))
+        paths = {"reference": args.reference and str(args.reference), "fp32": str(args.fp32), "bf16": str(args.bf16),
+                 "replications": [[str(a), str(b)] for a, b in args.replication]}
         write_json(args.out, {"schema": "assocmem-precision-check-v1", "command": command, "commit": args.commit,
                               "date": args.date, **paths, **result})
     print(summary_line(result))

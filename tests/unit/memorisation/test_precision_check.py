@@ -152,9 +152,33 @@ def test_the_command_line_writes_the_shipped_configs_and_a_record(tmp_path, caps
     assert written["schema"] == "assocmem-precision-check-v1" and written["commit"] == "abc1234"
     assert written["command"].startswith("python -m assocmem.memorisation.precision_check compare")
     assert "by the rule" in capsys.readouterr().out
+    twice = tmp_path / "twice.json"  # the same records again as a replication: every pair counted twice
+    assert pc.main(["compare", str(runs_of["fp32"]), str(runs_of["bf16"]), "--replication", str(runs_of["fp32"]),
+                    str(runs_of["bf16"]), "--out", str(twice)]) == 0
+    pooled = yaml.safe_load(twice.read_text())
+    assert pooled["paired"]["pairs"] == 2 * written["paired"]["pairs"] and len(pooled["by_replication"]) == 2
+    assert pooled["replications"] == [[str(runs_of["fp32"]), str(runs_of["bf16"])]]
 
 
 def test_without_a_reference_the_comparison_is_the_pairs_alone() -> None:
     fp32 = runs(BOUNDARY, np.random.default_rng(10))
     result = pc.compare(fp32, runs(BOUNDARY, np.random.default_rng(11), slow=1.2))
     assert set(result) == {"paired", "rule", "sensitivity"} and "overhead b" not in pc.summary_line(result)
+
+
+def test_replications_pair_within_themselves_and_pool(tmp_path) -> None:
+    """Two pairs of records under different global seeds: a run pairs only with its twin of the same replication
+    (seed numbers repeat across replications), the pooled comparison holds every pair, each replication its own."""
+    slow = {0: 1.0, 1: 1.3}
+    fp32 = pd.concat([runs(BOUNDARY, np.random.default_rng(20 + i)).assign(replication=i) for i in slow])
+    bf16 = pd.concat([runs(BOUNDARY, np.random.default_rng(40 + i), slow=s).assign(replication=i)
+                      for i, s in slow.items()])
+    result = pc.compare(fp32, bf16)
+    assert result["paired"]["pairs"] == len(fp32) == 2 * len(runs(BOUNDARY, np.random.default_rng(0)))
+    first, second = result["by_replication"]
+    assert first["pairs"] == second["pairs"] == len(fp32) // 2
+    assert first["step_ratio"]["low"] < 1.3 * 0.9 and second["step_ratio"]["low"] > 1.0
+    with_reference = pc.compare(fp32, bf16, fp32[fp32["replication"] == 0].drop(columns="replication"),
+                                intervals=False)
+    assert with_reference["fp32_against_reference"]["pairs"] == len(fp32) // 2
+    assert with_reference["fp32_against_reference"]["step_ratio"]["mean"] == 1.0
