@@ -520,6 +520,43 @@ def test_the_precision_check_is_todays_comparison_of_its_records_and_results_md_
     assert rec["commit"] in section and rec["date"] in section
 
 
+def test_the_replicated_precision_check_is_todays_pooled_comparison_and_results_md_quotes_it() -> None:
+    """docs/results/memorisation_precision_check_replicated.json: the first pair of near-cell records and their
+    replication under another global seed, paired within each replication and pooled, give the recorded numbers;
+    docs/results.md quotes the pooled answer, the replication's own and the replication runs' commit and times."""
+    from assocmem.memorisation import budget_check, precision_check
+
+    rec = _load("memorisation_precision_check_replicated.json")
+    pairs = [(RECORDS / Path(rec["fp32"]).name, RECORDS / Path(rec["bf16"]).name)]
+    pairs += [(RECORDS / Path(a).name, RECORDS / Path(b).name) for a, b in rec["replications"]]
+    assert len(pairs) == 2
+    fp32, bf16 = precision_check.read_twins(pairs)
+    reference = budget_check.read_runs(RECORDS / Path(rec["reference"]).name)[0]
+    today = json.loads(json.dumps(precision_check.compare(fp32, bf16, reference, intervals=False)))
+    for key in ("paired", "by_replication", "sensitivity", "fp32_against_reference"):
+        assert _close(today[key], rec[key]), key
+    assert _close(rec["by_replication"][0], _load("memorisation_precision_check.json")["paired"])
+    section = _section("The memorisation grid").replace("\n  ", " ")
+    p, again = rec["paired"], rec["by_replication"][1]
+    ratio = p["step_ratio"]
+    assert not p["differs"] and "By the rule bf16 still does not store differently" in section
+    assert f"in fp32 only / bf16 only **{p['stored_first_only']} / {p['stored_second_only']}** (sign test p " \
+           f"{p['sign_test_p']:.2f}" in section
+    assert f"**{ratio['mean']:.3f} [{ratio['low']:.3f}, {ratio['high']:.3f}]** over {p['log_step_ratio']['n']} " \
+           f"pairs (detects {p['detectable_step_ratio']:.3f}×" in section
+    assert f"**Pooled, {p['pairs']} pairs:** stored in both / neither {p['stored_both']} / {p['stored_neither']}" \
+        in section
+    again_ratio = again["step_ratio"]
+    assert f"{again['stored_first_only']} / {again['stored_second_only']} discordant (p {again['sign_test_p']:.2f})" \
+        in section
+    assert f"{again_ratio['mean']:.3f} [{again_ratio['low']:.3f}, {again_ratio['high']:.3f}]" in section
+    for precision in precision_check.PRECISIONS:
+        run = _load(f"memorisation_{precision}_seed2025.json")
+        minutes, seconds = divmod(round(run["wall_s"]), 60)
+        assert run["commit"] == rec["commit"] and f"{precision} {minutes} min {seconds:02d} s" in section
+    assert rec["commit"] in section
+
+
 def test_the_precision_check_beyond_the_grid_is_todays_comparison_and_results_md_quotes_it() -> None:
     """docs/results/memorisation_precision_check_2k.json: today's paired comparison of the 2,048-fact runs in fp32
     and bf16 (no reference grid) gives the recorded numbers; docs/results.md quotes them, the models and wall times."""
