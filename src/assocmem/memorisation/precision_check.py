@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -88,15 +89,17 @@ def pair_runs(first: pd.DataFrame, second: pd.DataFrame) -> pd.DataFrame:
     return pairs
 
 
-def paired(first: pd.DataFrame, second: pd.DataFrame) -> dict[str, Any]:
-    """Outcomes, steps and recalls of each run against its twin, and the rule's decision."""
+def paired(first: pd.DataFrame, second: pd.DataFrame,
+           estimate: Callable[[np.ndarray], dict[str, float]] | None = None) -> dict[str, Any]:
+    """Outcomes, steps and recalls of each run against its twin, and the rule's decision; ``estimate``: the log step
+    ratios' centre and interval (the mean's t interval unless given)."""
     pairs = pair_runs(first, second)
     only_a = int((pairs["stored_a"] & ~pairs["stored_b"]).sum())
     only_b = int((~pairs["stored_a"] & pairs["stored_b"]).sum())
     sign_p = float(stats.binomtest(only_a, only_a + only_b, 0.5).pvalue) if only_a + only_b else 1.0  # exact
     both_stopped = pairs[(pairs["stop_rule_a"] == "recall") & (pairs["stop_rule_b"] == "recall")]
     log_ratio = np.log(both_stopped["steps_b"].to_numpy(float) / both_stopped["steps_a"].to_numpy(float))
-    steps = _interval(log_ratio)
+    steps = (estimate or _interval)(log_ratio)
     budget = pairs[(pairs["stop_rule_a"] == "budget") & (pairs["stop_rule_b"] == "budget")]
     recall = _interval(budget["recall_b"].to_numpy(float) - budget["recall_a"].to_numpy(float))
     steps_differ = bool(steps["n"] >= 2 and not steps["low"] <= 0.0 <= steps["high"])
@@ -122,11 +125,7 @@ def _median_interval(values: np.ndarray) -> dict[str, float]:
 
 
 def _sensitivity_row(choice: str, first: pd.DataFrame, second: pd.DataFrame, median: bool = False) -> dict[str, Any]:
-    result = paired(first, second)
-    if median:
-        pairs = pair_runs(first, second)
-        both = pairs[(pairs["stop_rule_a"] == "recall") & (pairs["stop_rule_b"] == "recall")]
-        result["log_step_ratio"] = _median_interval(np.log(both["steps_b"].to_numpy(float) / both["steps_a"]))
+    result = paired(first, second, _median_interval if median else None)
     ratio = {k: float(np.exp(result["log_step_ratio"][k])) for k in ("mean", "low", "high")}
     return {"choice": choice, "pairs": result["pairs"], "stored_fp32_only": result["stored_first_only"],
             "stored_bf16_only": result["stored_second_only"], "sign_test_p": result["sign_test_p"],

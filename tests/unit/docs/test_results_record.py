@@ -550,6 +550,18 @@ def test_the_replicated_precision_check_is_todays_pooled_comparison_and_results_
     assert f"{again['stored_first_only']} / {again['stored_second_only']} discordant (p {again['sign_test_p']:.2f})" \
         in section
     assert f"{again_ratio['mean']:.3f} [{again_ratio['low']:.3f}, {again_ratio['high']:.3f}]" in section
+    bench = (ROOT / "benchmarks" / "README.md").read_text().replace("\n", " ")
+    first, two_k = rec["by_replication"][0], _load("memorisation_precision_check_2k.json")["paired"]
+
+    def quoted(result: dict) -> str:
+        r = result["step_ratio"]
+        return f"{r['mean']:.3f} [{r['low']:.3f}, {r['high']:.3f}]"
+
+    assert f"{quoted(first)} times fp32's over {first['log_step_ratio']['n']} twin runs" in bench
+    assert f"{first['stored_first_only'] + first['stored_second_only']} of {first['pairs']} pairs" in bench
+    assert f"{quoted(p)} over {p['log_step_ratio']['n']} and {p['stored_first_only']} / " \
+           f"{p['stored_second_only']} of {p['pairs']} pairs" in bench
+    assert f"{two_k['pairs']} twins, all stored), {quoted(two_k)}" in bench
     for precision in precision_check.PRECISIONS:
         run = _load(f"memorisation_{precision}_seed2025.json")
         minutes, seconds = divmod(round(run["wall_s"]), 60)

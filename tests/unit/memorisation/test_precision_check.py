@@ -182,3 +182,18 @@ def test_replications_pair_within_themselves_and_pool(tmp_path) -> None:
                                 intervals=False)
     assert with_reference["fp32_against_reference"]["pairs"] == len(fp32) // 2
     assert with_reference["fp32_against_reference"]["step_ratio"]["mean"] == 1.0
+
+
+def test_a_loss_confined_to_the_largest_d_escapes_the_outcome_test_but_not_the_boundary() -> None:
+    """The alternative a referee names for the decisive column: bf16 costing capacity only as D grows. At 3 seeds a
+    cell, a lost N step at the largest D alone gives 3 discordant pairs, too few for the sign test (it says so), so
+    the rule alone would miss it; the per-D boundary beside it rises at that D."""
+    fp32 = runs(BOUNDARY, np.random.default_rng(12))
+    bf16 = runs(BOUNDARY | {96: 2.6 * BOUNDARY[96]}, np.random.default_rng(12))
+    result = pc.compare(fp32, bf16, fp32, intervals=False)
+    p = result["paired"]
+    assert (p["stored_first_only"], p["stored_second_only"]) == (3, 0) and not p["sign_test_can_reject"]
+    assert not p["differs"]  # the rule's limit at this size: what results.md says the outcome half cannot see
+    rows = {row["n_facts"]: row for row in result["boundary"]["per_d"]}
+    assert rows[96]["n_b_bf16"] > rows[96]["n_b_fp32"]
+    assert all(rows[d]["n_b_bf16"] == rows[d]["n_b_fp32"] for d in (24, 48))
