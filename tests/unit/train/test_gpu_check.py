@@ -3,6 +3,7 @@ the arms (issue 41; the GPU run itself needs a GPU machine)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 
 from helpers import ROOT
@@ -20,6 +21,9 @@ def test_the_gpu_check_passes_its_dry_run(tmp_path) -> None:
     assert "cpu (dry run)" in arms["l4-graphs"] and "rc=" not in result.stdout
     assert "skip main run: dry run" in result.stdout
     assert "skip the decisive column's floor: dry run" in result.stdout
+    assert "decisive column on cpu" in result.stdout and "check D0/8192 bf16, 2 steps for real" in result.stdout
+    wall = json.loads((tmp_path / "decisive_wall.json").read_text())
+    assert [(c["model"], c["precision"]) for c in wall["costs"]] == [("D0", "bf16")] * 2
     assert any(line.startswith(("skip stacked replicas", "== t=")) for line in lines)
 
 

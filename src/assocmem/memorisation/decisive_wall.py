@@ -1,0 +1,327 @@
+"""The decisive memorisation column's wall time on this machine, from its own trainer's measured costs (issue 41:
+"the decisive memorisation column in ≤ 10 minutes on one GPU").
+
+:mod:`assocmem.memorisation.decisive_floor` bounds the column from below by its FLOPs at the device's peak product
+rate; this module measures what the trainer that would run it costs. For each (model, subset) group of
+config/memorisation_decisive.yaml, the 8 seeds that the workflow trains as one stacked job (``stack_replicas``,
+:mod:`assocmem.train.stacked`) are built as that job builds them (``build_job`` on the column's own facts, generated
+here), and timed: a stacked optimizer step (``StackedTraining._step``), one evaluation round (every replica's
+``_log_row``: its CE sets and the recall of all its training facts) and one group checkpoint. A group's wall is then
+
+    steps × step + evaluations × evaluation + checkpoints × checkpoint
+
+with each group's steps those of the column's cost model per overhead truth
+(:func:`assocmem.memorisation.decisive.column_steps`, rounded up to the evaluation a run stops at; a stacked group
+steps until its last replica stops, a stopped replica still riding in the batched products). ``--check-steps N``
+tests that model where it is measured: it trains the smallest group for N steps for real (``StackedTraining.run``,
+files and all) and sets its wall beside the model's, the difference being the job's fixed costs.
+
+Three verdicts per truth and precision, decided by these rules, stated before any GPU run:
+- ``fits``: the groups one after another (one process, the serial sum) finish within the goal;
+- ``cannot fit``: the longest group alone, or the FLOP floor at the measured product rate, exceeds the goal: no
+  schedule of these jobs on this device meets it;
+- ``open``: neither; it could fit only if groups sharing the device (the workflow runs several GPU jobs at once)
+  gained at least serial / goal in throughput, which this module does not measure.
+
+    python -m assocmem.memorisation.decisive_wall --precision fp32,bf16 --check-steps 2000 --out wall.json
+    python -m assocmem.memorisation.decisive_wall --dry-run   # one model, a few steps, on any device: runs
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import math
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from assocmem.autotune.measure import cpu_model_and_flags
+from assocmem.config import load_config, load_schema
+from assocmem.facts.generate import FactsSpec, write_facts
+from assocmem.facts.tokenize import tokenize_facts_dir
+from assocmem.io import write_json
+from assocmem.layout import replicate_seed
+from assocmem.memorisation import decisive, decisive_floor
+from assocmem.memorisation import power_alternatives as pa
+from assocmem.model import DecoderLM
+from assocmem.progress import bar
+from assocmem.schemas import config_schema_path
+from assocmem.subsets import make_subset
+from assocmem.train import RunState, TrainJob, build_job
+from assocmem.train.stacked import StackedTraining
+from assocmem.train.stacked_model import StackedDecoder, stacked_optimizer
+
+GOAL_S = decisive_floor.GOAL_S
+PRECISION_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+
+
+@dataclass(frozen=True)
+class GroupCost:
+    """What one stacked group of the column costs on this machine, measured."""
+
+    model: str
+    n_params: int
+    n_facts: int
+    replicas: int
+    precision: str
+    step_s: float  # one stacked optimizer step of every replica
+    evaluation_s: float  # one evaluation of every replica (CE sets and recall of every training fact)
+    checkpoint_s: float  # one group checkpoint
+
+
+def column_experiment(config: Path = decisive.CONFIG) -> dict[str, Any]:
+    """The column's validated experiment (schema defaults filled), with the config's global seed."""
+    loaded = load_config(config, load_schema(config_schema_path()))
+    (exp,) = loaded["experiments"].values()
+    return {**exp, "seed": loaded["seed"]}
+
+
+def write_stores(exp: dict[str, Any], work: Path) -> dict[int, Path]:
+    """The column's facts as the workflow stores them, one store view per subset: facts -> store directory."""
+    spec = FactsSpec.from_config(exp["dataset"]["facts"], seed=exp["seed"])
+    write_facts(spec, work / "facts")
+    tokenize_facts_dir(work / "facts", spec, work / "tokens")
+    stores = {}
+    for fraction in exp["subsets"]["fractions"]:
+        view = work / "tokens" if fraction == 1.0 else work / f"subset_{fraction}"
+        if fraction != 1.0:
+            make_subset(work / "tokens", fraction, by=exp["subsets"]["by"], out_dir=view)
+        stores[round(spec.count * fraction)] = view
+    return stores
+
+
+def group_jobs(exp: dict[str, Any], model: str, store: Path, precision: str, device: str, work: Path,
+               **train_overrides: Any) -> list[TrainJob]:
+    """The seeds of one (model, subset) cell as its stacked job builds them (one run directory each)."""
+    spec = dict(exp["models"][model])
+    train = {**exp["train"], **spec.pop("train", {}), "precision": precision, "device": device, "gemm": "native",
+             **train_overrides}
+    return [build_job(train, spec, replicate_seed(exp["seed"], k), store, work / f"{model}.s{k}")
+            for k in range(exp["sweep"]["seeds"])]
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _timed(action, device: torch.device, repeats: int = 1) -> float:
+    _sync(device)
+    start = time.perf_counter()
+    for i in range(repeats):
+        action(i)
+    _sync(device)
+    return (time.perf_counter() - start) / repeats
+
+
+def measure_group(jobs: list[TrainJob], steps: int, warmup: int) -> tuple[float, float, float]:
+    """(step, evaluation round, checkpoint) seconds of ``jobs`` as one stack, by the trainer's own calls."""
+    training = StackedTraining(jobs)
+    s, device = training.settings, training.device
+    training.models = training._models()
+    training.stack = StackedDecoder(training.models).to(device).train()
+    optimizer = stacked_optimizer(training.stack, s.weight_decay, s.lr, (s.beta1, s.beta2), device)
+    training._start(optimizer)
+    autocast = jobs[0]._autocast(device)
+    active = [True] * len(jobs)
+    for step in range(warmup):
+        training._step(training.stack, optimizer, step, active, autocast)
+    step_s = _timed(lambda i: training._step(training.stack, optimizer, warmup + i, active, autocast), device, steps)
+
+    def evaluation(_: int) -> None:
+        for i, (job, model) in enumerate(zip(jobs, training.models, strict=True)):
+            job._log_row(training.stack.export(i, model), RunState(1, [], 0.0, 1), device, autocast, 1.0, 1.0, 1.0)
+
+    evaluation(0)  # the first evaluation uploads the evaluation sets: once a run
+    evaluation_s = _timed(evaluation, device)
+    pending = torch.zeros(len(jobs), dtype=torch.float64, device=device)
+    checkpoint_s = _timed(lambda _: training._save(warmup + steps, optimizer, pending), device)
+    training.checkpoint.unlink(missing_ok=True)
+    return step_s, evaluation_s, checkpoint_s
+
+
+def measure(exp: dict[str, Any], stores: dict[int, Path], precisions: list[str], device: str, models: list[str],
+            steps: int, warmup: int, work: Path) -> list[GroupCost]:
+    """Every (model, subset, precision) group's costs (``stores``: facts -> store, :func:`write_stores`); ``work``
+    holds the runs' scratch files."""
+    groups = [(m, d, p) for p in precisions for m in models for d in sorted(stores)]
+    costs = []
+    progress = bar(total=len(groups), desc="decisive groups", unit="group")
+    for model, n_facts, precision in groups:
+        jobs = group_jobs(exp, model, stores[n_facts], precision, device, work / "runs" / f"{precision}_{n_facts}")
+        step_s, evaluation_s, checkpoint_s = measure_group(jobs, steps, warmup)
+        costs.append(GroupCost(model, n_parameters(jobs[0]), n_facts, len(jobs), precision, step_s, evaluation_s,
+                               checkpoint_s))
+        progress.update()
+    progress.close()
+    return costs
+
+
+def n_parameters(job: TrainJob) -> int:
+    with torch.device("meta"):  # shapes only
+        return DecoderLM(job.model_config).num_parameters()
+
+
+def stop_step(steps: float, eval_interval: int, budget: float) -> int:
+    """The step a run of the cost model's ``steps`` stops at: the first evaluation at or after them, or its budget
+    (a run stops only at an evaluation, and at the latest where its budget ends)."""
+    return int(min(math.ceil(steps / eval_interval) * eval_interval, budget))
+
+
+def group_wall(cost: GroupCost, steps: int, eval_interval: int, checkpoint_interval: int) -> float:
+    """Seconds of a group that steps until ``steps``: its steps, its evaluations (every eval_interval and at the
+    end) and its checkpoints (every checkpoint_interval while it runs)."""
+    evaluations = math.ceil(steps / eval_interval)
+    checkpoints = (steps - 1) // checkpoint_interval
+    return steps * cost.step_s + evaluations * cost.evaluation_s + checkpoints * cost.checkpoint_s
+
+
+def verdict(serial_s: float, longest_s: float, floor_s: float, goal_s: float = GOAL_S) -> str:
+    """The module's rule: fits one group after another; cannot fit on this device whatever the schedule; open."""
+    if serial_s <= goal_s:
+        return "fits"
+    if max(longest_s, floor_s) > goal_s:
+        return "cannot fit"
+    return "open"
+
+
+def project(costs: list[GroupCost], exp: dict[str, Any], rates: dict[str, float]) -> list[dict[str, Any]]:
+    """Per precision and overhead truth: the column's wall by the measured costs (``rates``: product FLOP/s by
+    precision, for the floor). Groups not measured are left out, and the row says so (``complete``): its sums are
+    then lower bounds, so only ``cannot fit`` can be read from it."""
+    recorded = decisive.recorded_runs()
+    train = exp["train"]
+    floors = decisive_floor.floor(rates)
+    by_group = {(c.n_params, c.n_facts, c.precision): c for c in costs}
+    rows = []
+    for precision in dict.fromkeys(c.precision for c in costs):
+        truths = decisive.column_steps(recorded, pa.truths(recorded))
+        for (truth, column, _, _, steps), floor_row in zip(truths, floors, strict=True):
+            walls = _group_walls(column, steps, by_group, precision, train)
+            measured = [w for w in walls if w["wall_s"] is not None]
+            serial = sum(w["wall_s"] for w in measured)
+            longest = max(measured, key=lambda w: w["wall_s"])
+            complete = len(measured) == len(walls)
+            floor_s = floor_row["floor_s"][precision]
+            rule = verdict(serial, longest["wall_s"], floor_s)
+            rows.append({"precision": precision, "law": truth["law"], "b": truth["b"], "groups": len(walls),
+                         "groups_measured": len(measured), "complete": complete, "serial_s": serial,
+                         "longest_group_s": longest["wall_s"], "longest_group": longest["group"],
+                         "longest_group_steps": longest["steps"], "floor_s": floor_s,
+                         "evaluation_share": sum(w["evaluation_s"] for w in measured) / serial,
+                         "throughput_gain_needed": serial / GOAL_S,
+                         "verdict": rule if complete or rule == "cannot fit" else "incomplete",
+                         "by_group": walls})
+    return rows
+
+
+def _group_walls(column, steps: np.ndarray, by_group: dict, precision: str, train: dict[str, Any]) -> list[dict]:
+    """Each (model size, facts) group of the column: the step its last replica stops at and its wall."""
+    column = column.assign(steps=steps)
+    walls = []
+    for (n_params, n_facts), runs in column.groupby(["n_params", "n_facts"], sort=True):
+        budget = math.ceil(train["max_epochs"] * n_facts / train["batch_size"])
+        last = max(stop_step(s, train["eval_interval"], budget) for s in runs["steps"])
+        cost = by_group.get((int(n_params), int(n_facts), precision))
+        wall = None if cost is None else group_wall(cost, last, train["eval_interval"], train["checkpoint_interval"])
+        evaluations = math.ceil(last / train["eval_interval"]) * (cost.evaluation_s if cost else 0.0)
+        walls.append({"group": f"{cost.model if cost else int(n_params)}/{int(n_facts)}", "n_params": int(n_params),
+                      "n_facts": int(n_facts), "replicas": len(runs), "steps": last, "wall_s": wall,
+                      "evaluation_s": evaluations})
+    return walls
+
+
+def check_run(exp: dict[str, Any], cost: GroupCost, store: Path, device: str, steps: int, work: Path
+              ) -> dict[str, Any]:
+    """Train ``cost``'s group for ``steps`` steps for real, files and all, and set its wall beside the model's."""
+    jobs = group_jobs(exp, cost.model, store, cost.precision, device, work, max_steps=steps)
+    start = time.perf_counter()
+    summaries = StackedTraining(jobs).run()
+    wall = time.perf_counter() - start
+    reached = max(summary["steps"] for summary in summaries)
+    modelled = group_wall(cost, reached, jobs[0].settings.eval_interval, jobs[0].settings.checkpoint_interval)
+    return {"group": f"{cost.model}/{cost.n_facts}", "precision": cost.precision, "steps": reached,
+            "wall_s": wall, "modelled_s": modelled, "wall_over_modelled": wall / modelled,
+            "fixed_s": wall - modelled}
+
+
+def product_rates(device: torch.device, precisions: list[str]) -> dict[str, float]:
+    """Matrix-product FLOP/s at each precision on ``device``, measured now (fp32 with TF32 off on CUDA)."""
+    from assocmem.gemm import measure_peak_flops
+
+    return {p: measure_peak_flops(device, 1.0, PRECISION_DTYPES[p]) for p in precisions}
+
+
+def summary(rec: dict[str, Any]) -> str:
+    lines = [f"decisive column on {rec['device_name']} ({rec['host_cpu']}), {rec['steps_timed']} timed steps a "
+             f"group; goal {rec['goal_s'] / 60:.0f} min"]
+    for row in rec["projection"]:
+        lines.append(f"  {row['precision']} {row['law']} b={row['b']:.2f}: one group after another "
+                     f"{row['serial_s'] / 60:.1f} min, longest group {row['longest_group']} "
+                     f"{row['longest_group_s'] / 60:.1f} min ({row['longest_group_steps']} steps), floor "
+                     f"{row['floor_s'] / 60:.1f} min, evaluations {100 * row['evaluation_share']:.0f}%: "
+                     f"{row['verdict']} ({row['groups_measured']} / {row['groups']} groups)")
+    if rec.get("check"):
+        c = rec["check"]
+        lines.append(f"  check {c['group']} {c['precision']}, {c['steps']} steps for real: {c['wall_s']:.1f} s "
+                     f"against {c['modelled_s']:.1f} s modelled (x{c['wall_over_modelled']:.2f}; fixed "
+                     f"{c['fixed_s']:.1f} s)")
+    return "\n".join(lines)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m assocmem.memorisation.decisive_wall",
+                                description=__doc__.split("\n")[0])
+    p.add_argument("--config", type=Path, default=decisive.CONFIG)
+    p.add_argument("--precision", default="fp32,bf16", help="comma-separated: fp32, bf16")
+    p.add_argument("--models", default="", help="comma-separated model names (default: every model)")
+    p.add_argument("--steps", type=int, default=30, help="timed stacked steps a group")
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--device", default="auto", help="auto (CUDA when torch sees one), cuda or cpu")
+    p.add_argument("--check-steps", type=int, default=0, help="train the smallest group this many steps for real")
+    p.add_argument("--out", type=Path, help="the record (JSON)")
+    p.add_argument("--dry-run", action="store_true", help="model D0 in bf16, 2 steps, a check of 2: checks it runs")
+    return p
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    args = parser().parse_args(argv)
+    if args.dry_run:
+        args.models, args.precision, args.steps, args.warmup, args.check_steps = "D0", "bf16", 2, 1, 2
+    exp = column_experiment(args.config)
+    models = args.models.split(",") if args.models else list(exp["models"])
+    if unknown := sorted(set(models) - set(exp["models"])):
+        raise SystemExit(f"--models: {', '.join(unknown)} not in {args.config}")
+    precisions = args.precision.split(",")
+    if unknown := sorted(set(precisions) - set(PRECISION_DTYPES)):
+        raise SystemExit(f"--precision: {', '.join(unknown)}; one of {', '.join(PRECISION_DTYPES)}")
+    device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available() else
+                          "cpu" if args.device == "auto" else args.device)
+    with tempfile.TemporaryDirectory(prefix="decisive_wall_") as scratch:
+        work = Path(scratch)
+        stores = write_stores(exp, work / "data")
+        costs = measure(exp, stores, precisions, device.type, models, args.steps, args.warmup, work)
+        rates = product_rates(device, precisions)
+        check = None
+        if args.check_steps:
+            smallest = min(costs, key=lambda c: (c.n_params, c.n_facts))
+            check = check_run(exp, smallest, stores[smallest.n_facts], device.type, args.check_steps, work / "check")
+    rec = {"commit": decisive._commit(), "date": datetime.date.today().isoformat(), "config": str(args.config),
+           "host_cpu": cpu_model_and_flags()[0], "torch": torch.__version__,
+           "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+           "goal_s": GOAL_S, "steps_timed": args.steps, "warmup_steps": args.warmup, "rates_flops": rates,
+           "costs": [asdict(c) for c in costs], "projection": project(costs, exp, rates), "check": check}
+    if args.out:
+        write_json(args.out, rec)
+    print(summary(rec))
+    return rec
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,194 @@
+"""The decisive column's wall by its trainer's measured costs (assocmem.memorisation.decisive_wall): the group cost
+model's arithmetic, the rule's three verdicts, the projection against the cost model's own steps, and the
+measurement and the check run on a tiny grid of the same layout."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from assocmem.memorisation import decisive, decisive_floor
+from assocmem.memorisation import decisive_wall as dw
+from assocmem.memorisation import power_alternatives as pa
+
+TINY = """
+seed: 3
+threads_per_job: 1
+experiments:
+  tiny:
+    dataset:
+      name: facts
+      facts: {count: 40, unseen: 8, key_length: 3, value_length: 1, key_vocab: 6, value_vocab: 6}
+    subsets:
+      fractions: [1.0, 0.5]
+    models:
+      D0: {n_layer: 1, d_model: 8, n_head: 2, max_len: 8}
+      D1: {n_layer: 1, d_model: 16, n_head: 2, max_len: 8}
+    train:
+      batch_size: 8
+      max_steps: 1000
+      max_epochs: 100
+      stop_at_recall: 0.95
+      lr: 1.0e-2
+      eval_interval: 4
+      eval_batches: 1
+      checkpoint_interval: 6
+    sweep:
+      seeds: 2
+"""
+
+
+@pytest.fixture(scope="module")
+def column():
+    return dw.column_experiment()
+
+
+def cost(n_params: int, n_facts: int, step_s: float = 1e-3, evaluation_s: float = 0.1, checkpoint_s: float = 0.5,
+         precision: str = "bf16") -> dw.GroupCost:
+    return dw.GroupCost("M", n_params, n_facts, 8, precision, step_s, evaluation_s, checkpoint_s)
+
+
+@given(st.floats(1, 300_000), st.sampled_from([500, 2000]), st.integers(1000, 300_000))
+def test_a_run_stops_at_the_first_evaluation_at_or_after_its_steps_or_at_its_budget(steps, interval, budget):
+    stop = dw.stop_step(steps, interval, budget)
+    assert stop == budget or stop % interval == 0
+    assert min(steps, budget) <= stop <= budget
+    assert stop < steps + interval
+
+
+def test_a_groups_wall_counts_its_steps_evaluations_and_checkpoints():
+    c = cost(1, 1, step_s=0.002, evaluation_s=0.3, checkpoint_s=1.5)
+    # 46,000 steps: 23 evaluations (every 2,000), checkpoints at 20,000 and 40,000
+    assert dw.group_wall(c, 46_000, 2000, 20_000) == pytest.approx(46_000 * 0.002 + 23 * 0.3 + 2 * 1.5)
+    # a group that stops on a checkpoint's step writes none there: it has finished
+    assert dw.group_wall(c, 40_000, 2000, 20_000) == pytest.approx(40_000 * 0.002 + 20 * 0.3 + 1 * 1.5)
+
+
+@pytest.mark.parametrize(("serial", "longest", "floor", "expected"), [
+    (590, 300, 100, "fits"), (600, 600, 600, "fits"), (900, 601, 100, "cannot fit"), (900, 100, 700, "cannot fit"),
+    (900, 500, 500, "open")])
+def test_the_rule_fits_one_after_another_cannot_fit_on_the_longest_or_the_floor_else_open(serial, longest, floor,
+                                                                                          expected):
+    assert dw.verdict(serial, longest, floor, goal_s=600) == expected
+
+
+def every_group(step_s=1e-3, evaluation_s=0.1, checkpoint_s=0.5) -> list[dw.GroupCost]:
+    return [cost(n, d, step_s * (1 + n / 1e6), evaluation_s * d / 8192, checkpoint_s)
+            for n in decisive.N_PARAMS for d in decisive.N_FACTS]
+
+
+def test_the_projection_sums_each_groups_wall_at_the_cost_models_steps(column):
+    costs = every_group()
+    rows = dw.project(costs, column, {"bf16": 1e15})
+    recorded = decisive.recorded_runs()
+    truths = list(decisive.column_steps(recorded, pa.truths(recorded)))
+    assert [(r["law"], r["b"]) for r in rows] == [(t["law"], t["b"]) for t, *_ in truths]
+    for row, (_, runs, _, _, steps) in zip(rows, truths, strict=True):
+        assert row["complete"] and row["groups"] == row["groups_measured"] == 30
+        expected = 0.0  # recomputed from the runs: every seed of a cell has the cell's steps
+        for c in costs:
+            cell = (runs["n_params"] == c.n_params).to_numpy() & (runs["n_facts"] == c.n_facts).to_numpy()
+            assert cell.sum() == decisive.SEEDS
+            budget = 1000 * c.n_facts / 64
+            stop = min(math.ceil(steps[cell].max() / 2000) * 2000, budget)
+            expected += stop * c.step_s + math.ceil(stop / 2000) * c.evaluation_s + (stop - 1) // 20_000 * 0.5
+        assert row["serial_s"] == pytest.approx(expected)
+        assert row["longest_group_s"] == max(g["wall_s"] for g in row["by_group"])
+        assert row["longest_group_steps"] <= 256_000
+        assert row["throughput_gain_needed"] == pytest.approx(row["serial_s"] / 600)
+        floor = decisive_floor.floor({"bf16": 1e15})
+        assert row["floor_s"] in [f["floor_s"]["bf16"] for f in floor]
+
+
+def test_the_projection_decides_by_the_rule(column):
+    fast = dw.project(every_group(step_s=1e-6, evaluation_s=1e-4, checkpoint_s=0.0), column, {"bf16": 1e18})
+    assert {row["verdict"] for row in fast} == {"fits"}
+    # a smallest model's group trains its whole budget (256,000 steps) under every truth: at 3 ms a step, 12.8 min
+    slow = dw.project(every_group(step_s=3e-3), column, {"bf16": 1e18})
+    assert {row["verdict"] for row in slow} == {"cannot fit"}
+    assert all(row["longest_group_s"] > 600 for row in slow)
+    middling = dw.project(every_group(step_s=2e-4, evaluation_s=0.0, checkpoint_s=0.0), column, {"bf16": 1e18})
+    assert all(row["serial_s"] > 600 >= row["longest_group_s"] for row in middling)
+    assert {row["verdict"] for row in middling} == {"open"}
+
+
+def test_a_projection_of_some_groups_only_reads_cannot_fit_or_incomplete(column):
+    some = [c for c in every_group(step_s=1e-6, evaluation_s=0.0, checkpoint_s=0.0) if c.n_params < 100_000]
+    rows = dw.project(some, column, {"bf16": 1e18})
+    assert all(not r["complete"] and r["groups_measured"] == 6 for r in rows)
+    assert {r["verdict"] for r in rows} == {"incomplete"}  # its sums are lower bounds: they cannot say it fits
+    slow = [c for c in every_group(step_s=3e-3) if c.n_params < 100_000]
+    assert {r["verdict"] for r in dw.project(slow, column, {"bf16": 1e18})} == {"cannot fit"}
+
+
+def test_each_precision_is_projected_from_its_own_costs(column):
+    fp32 = [dw.GroupCost("M", c.n_params, c.n_facts, 8, "fp32", 1e-2, 0.1, 0.5) for c in every_group()]
+    both = every_group(step_s=1e-6, evaluation_s=1e-6, checkpoint_s=0.0) + fp32
+    rows = dw.project(both, column, {"bf16": 1e18, "fp32": 1e18})
+    by_precision = {p: [r for r in rows if r["precision"] == p] for p in ("bf16", "fp32")}
+    assert len(by_precision["bf16"]) == len(by_precision["fp32"]) == 3
+    assert all(f["serial_s"] > 100 * b["serial_s"] for b, f in zip(*by_precision.values(), strict=True))
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    work = tmp_path_factory.mktemp("tiny")
+    (work / "tiny.yaml").write_text(TINY)
+    exp = dw.column_experiment(work / "tiny.yaml")
+    return exp, dw.write_stores(exp, work / "data"), work
+
+
+def test_the_stores_hold_the_columns_facts_per_subset(tiny):
+    _, stores, _ = tiny
+    assert sorted(stores) == [20, 40]
+
+
+def test_every_group_is_measured_by_the_stacked_trainers_own_calls(tiny):
+    exp, stores, work = tiny
+    costs = dw.measure(exp, stores, ["fp32", "bf16"], "cpu", ["D0", "D1"], steps=2, warmup=1, work=work / "m")
+    assert [(c.model, c.n_facts, c.precision) for c in costs] == [
+        (m, d, p) for p in ("fp32", "bf16") for m in ("D0", "D1") for d in (20, 40)]
+    assert all(c.replicas == 2 and c.step_s > 0 and c.evaluation_s > 0 and c.checkpoint_s > 0 for c in costs)
+    d0, d1 = (dw.group_jobs(exp, m, stores[40], "fp32", "cpu", work / "n")[0] for m in ("D0", "D1"))
+    assert costs[0].n_params == dw.n_parameters(d0) < costs[2].n_params == dw.n_parameters(d1)
+    assert not list((work / "m").rglob("stacked_checkpoint.pt"))  # the timed checkpoint is not left behind
+
+
+def test_a_groups_jobs_are_its_seeds_at_the_precision_and_device_asked(tiny):
+    exp, stores, work = tiny
+    jobs = dw.group_jobs(exp, "D1", stores[20], "bf16", "cpu", work / "g")
+    assert [job.seed for job in jobs] == [3, 1003]
+    assert {job.settings.precision for job in jobs} == {"bf16"}
+    assert jobs[0].settings.max_steps == math.ceil(100 * 20 / 8)  # the step budget of 100 exposures a fact
+
+
+def test_the_check_run_trains_the_group_for_real_and_sets_its_wall_beside_the_model(tiny):
+    exp, stores, work = tiny
+    (c,) = dw.measure(exp, stores, ["fp32"], "cpu", ["D0"], steps=2, warmup=1, work=work / "c")[:1]
+    check = dw.check_run(exp, c, stores[c.n_facts], "cpu", 9, work / "check")
+    assert check["group"] == "D0/20" and check["steps"] <= 9
+    assert check["modelled_s"] == pytest.approx(dw.group_wall(c, check["steps"], 4, 6))
+    assert check["fixed_s"] == pytest.approx(check["wall_s"] - check["modelled_s"])
+    for k in (0, 1):
+        summary = json.loads((work / "check" / f"D0.s{k}" / "summary.json").read_text())
+        assert summary["precision"] == "fp32" and summary["steps"] <= 9
+
+
+def test_the_command_records_and_prints_the_projection(tmp_path, monkeypatch, column):
+    monkeypatch.setattr(dw, "write_stores", lambda exp, work: {8192: work, 16384: work})
+    monkeypatch.setattr(dw, "measure", lambda *a, **k: every_group(step_s=3e-3))
+    monkeypatch.setattr(dw, "product_rates", lambda device, precisions: {"bf16": 1e15})
+    rec = dw.main(["--precision", "bf16", "--out", str(tmp_path / "wall.json"), "--device", "cpu"])
+    assert json.loads((tmp_path / "wall.json").read_text())["projection"][0]["verdict"] == "cannot fit"
+    assert rec["check"] is None and len(rec["costs"]) == 30 and rec["device_name"] == "cpu"
+
+
+@pytest.mark.parametrize(("flag", "value", "message"), [("--models", "D0,X9", "X9 not in"),
+                                                        ("--precision", "fp16", "fp16; one of fp32, bf16")])
+def test_unknown_models_and_precisions_are_refused_in_one_line(flag, value, message, capsys):
+    with pytest.raises(SystemExit, match=message):
+        dw.main([flag, value])
