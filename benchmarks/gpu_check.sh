@@ -17,8 +17,9 @@
 #   stacked replicas (K = 1, 4, 16) against K single runs, where the project has a stacked trainer;
 #   the decisive memorisation column's floor: its training FLOPs at the fp32, TF32 and bf16 product rates measured
 #   here (assocmem.memorisation.decisive_floor --measure): whether it could fit in 10 minutes at all; and its wall
-#   in bf16 by its own trainer's measured costs, each of its 30 stacked groups timed and the smallest trained 2,000
-#   steps for real against the cost model (assocmem.memorisation.decisive_wall; record $OUT/decisive_wall.json).
+#   in bf16 by its own trainer's measured costs, each of its 30 stacked groups timed eager and in one CUDA graph, and
+#   the smallest trained 2,000 steps for real in each against the cost model (assocmem.memorisation.decisive_wall;
+#   record $OUT/decisive_wall.json).
 # --dry-run: the same path on the CPU with tiny shapes and a few steps, no wheels, no main run (seconds).
 # PARTS="tests knn main l4 gpt2-eager gpt2-compile stacked decisive" (the default: all) runs only the parts it names.
 set -u
@@ -140,7 +141,7 @@ if ! want decisive; then
   echo "skip the decisive column's wall: not in PARTS"
 else  # bf16 only: in fp32 the floor alone (23.7-27.8 min on an H200) exceeds the goal
   part 240 "decisive column wall" python3 -m assocmem.memorisation.decisive_wall --out "$OUT/decisive_wall.json" \
-    $([ $DRY = 1 ] && echo --dry-run || echo --precision bf16 --check-steps 2000)
+    $([ $DRY = 1 ] && echo --dry-run || echo --precision bf16 --graphs off,on --check-steps 2000)
 fi
 
 say "table"

@@ -54,11 +54,17 @@ from assocmem.progress import bar
 from assocmem.schemas import config_schema_path
 from assocmem.subsets import make_subset
 from assocmem.train import RunState, TrainJob, build_job
+from assocmem.train.graphed import WARMUP_STEPS
 from assocmem.train.stacked import StackedTraining
 from assocmem.train.stacked_model import StackedDecoder, stacked_optimizer
 
 GOAL_S = decisive_floor.GOAL_S
 PRECISION_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+Arm = tuple[str, bool]  # (train.precision, train.cuda_graphs)
+
+
+def arm_name(arm: Arm) -> str:
+    return f"{arm[0]}{' graphs' if arm[1] else ''}".replace(" ", "_")
 
 
 @dataclass(frozen=True)
@@ -70,6 +76,7 @@ class GroupCost:
     n_facts: int
     replicas: int
     precision: str
+    cuda_graphs: bool  # whether the step ran in one CUDA graph (train.cuda_graphs; a no-op off CUDA)
     step_s: float  # one stacked optimizer step of every replica
     evaluation_s: float  # one evaluation of every replica (CE sets and recall of every training fact)
     checkpoint_s: float  # one group checkpoint
@@ -96,12 +103,14 @@ def write_stores(exp: dict[str, Any], work: Path) -> dict[int, Path]:
     return stores
 
 
-def group_jobs(exp: dict[str, Any], model: str, store: Path, precision: str, device: str, work: Path,
+def group_jobs(exp: dict[str, Any], model: str, store: Path, arm: Arm, device: str, work: Path,
                **train_overrides: Any) -> list[TrainJob]:
-    """The seeds of one (model, subset) cell as its stacked job builds them (one run directory each)."""
+    """The seeds of one (model, subset) cell as its stacked job builds them (one run directory each), in ``arm``:
+    (precision, whether to run the step in a CUDA graph)."""
     spec = dict(exp["models"][model])
-    train = {**exp["train"], **spec.pop("train", {}), "precision": precision, "device": device, "gemm": "native",
-             **train_overrides}
+    precision, graphs = arm
+    train = {**exp["train"], **spec.pop("train", {}), "precision": precision, "cuda_graphs": graphs,
+             "device": device, "gemm": "native", **train_overrides}
     return [build_job(train, spec, replicate_seed(exp["seed"], k), store, work / f"{model}.s{k}")
             for k in range(exp["sweep"]["seeds"])]
 
@@ -120,14 +129,16 @@ def _timed(action, device: torch.device, repeats: int = 1) -> float:
     return (time.perf_counter() - start) / repeats
 
 
-def measure_group(jobs: list[TrainJob], steps: int, warmup: int) -> tuple[float, float, float]:
-    """(step, evaluation round, checkpoint) seconds of ``jobs`` as one stack, by the trainer's own calls."""
+def measure_group(jobs: list[TrainJob], steps: int, warmup: int) -> tuple[float, float, float, bool]:
+    """(step, evaluation round, checkpoint) seconds of ``jobs`` as one stack, by the trainer's own calls, and
+    whether the timed steps replayed a CUDA graph (``warmup`` covers the eager steps before its capture)."""
     training = StackedTraining(jobs)
     s, device = training.settings, training.device
     training.models = training._models()
     training.stack = StackedDecoder(training.models).to(device).train()
     optimizer = stacked_optimizer(training.stack, s.weight_decay, s.lr, (s.beta1, s.beta2), device)
     training._start(optimizer)
+    training._graphed = training._graphed_step(optimizer)
     autocast = jobs[0]._autocast(device)
     active = [True] * len(jobs)
     for step in range(warmup):
@@ -143,21 +154,22 @@ def measure_group(jobs: list[TrainJob], steps: int, warmup: int) -> tuple[float,
     pending = torch.zeros(len(jobs), dtype=torch.float64, device=device)
     checkpoint_s = _timed(lambda _: training._save(warmup + steps, optimizer, pending), device)
     training.checkpoint.unlink(missing_ok=True)
-    return step_s, evaluation_s, checkpoint_s
+    graphed = training._graphed is not None and training._graphed.graph is not None
+    return step_s, evaluation_s, checkpoint_s, graphed
 
 
-def measure(exp: dict[str, Any], stores: dict[int, Path], precisions: list[str], device: str, models: list[str],
+def measure(exp: dict[str, Any], stores: dict[int, Path], arms: list[Arm], device: str, models: list[str],
             steps: int, warmup: int, work: Path) -> list[GroupCost]:
-    """Every (model, subset, precision) group's costs (``stores``: facts -> store, :func:`write_stores`); ``work``
-    holds the runs' scratch files."""
-    groups = [(m, d, p) for p in precisions for m in models for d in sorted(stores)]
+    """Every (model, subset) group's costs in every arm (``stores``: facts -> store, :func:`write_stores`);
+    ``work`` holds the runs' scratch files."""
+    groups = [(m, d, arm) for arm in arms for m in models for d in sorted(stores)]
     costs = []
     progress = bar(total=len(groups), desc="decisive groups", unit="group")
-    for model, n_facts, precision in groups:
-        jobs = group_jobs(exp, model, stores[n_facts], precision, device, work / "runs" / f"{precision}_{n_facts}")
-        step_s, evaluation_s, checkpoint_s = measure_group(jobs, steps, warmup)
-        costs.append(GroupCost(model, n_parameters(jobs[0]), n_facts, len(jobs), precision, step_s, evaluation_s,
-                               checkpoint_s))
+    for model, n_facts, arm in groups:
+        jobs = group_jobs(exp, model, stores[n_facts], arm, device, work / "runs" / f"{arm_name(arm)}_{n_facts}")
+        step_s, evaluation_s, checkpoint_s, graphs = measure_group(jobs, steps, warmup)
+        costs.append(GroupCost(model, n_parameters(jobs[0]), n_facts, len(jobs), arm[0], graphs, step_s,
+                               evaluation_s, checkpoint_s))
         progress.update()
     progress.close()
     return costs
@@ -192,26 +204,28 @@ def verdict(serial_s: float, longest_s: float, floor_s: float, goal_s: float = G
 
 
 def project(costs: list[GroupCost], exp: dict[str, Any], rates: dict[str, float]) -> list[dict[str, Any]]:
-    """Per precision and overhead truth: the column's wall by the measured costs (``rates``: product FLOP/s by
-    precision, for the floor). Groups not measured are left out, and the row says so (``complete``): its sums are
-    then lower bounds, so only ``cannot fit`` can be read from it."""
+    """Per arm (precision, CUDA graphs) and overhead truth: the column's wall by the measured costs (``rates``:
+    product FLOP/s by precision, for the floor). Groups not measured are left out, and the row says so
+    (``complete``): its sums are then lower bounds, so only ``cannot fit`` can be read from it."""
     recorded = decisive.recorded_runs()
     train = exp["train"]
     floors = decisive_floor.floor(rates)
-    by_group = {(c.n_params, c.n_facts, c.precision): c for c in costs}
+    by_group = {(c.n_params, c.n_facts, (c.precision, c.cuda_graphs)): c for c in costs}
     rows = []
-    for precision in dict.fromkeys(c.precision for c in costs):
+    for arm in dict.fromkeys((c.precision, c.cuda_graphs) for c in costs):
+        precision = arm[0]
         truths = decisive.column_steps(recorded, pa.truths(recorded))
         for (truth, column, _, _, steps), floor_row in zip(truths, floors, strict=True):
-            walls = _group_walls(column, steps, by_group, precision, train)
+            walls = _group_walls(column, steps, by_group, arm, train)
             measured = [w for w in walls if w["wall_s"] is not None]
             serial = sum(w["wall_s"] for w in measured)
             longest = max(measured, key=lambda w: w["wall_s"])
             complete = len(measured) == len(walls)
             floor_s = floor_row["floor_s"][precision]
             rule = verdict(serial, longest["wall_s"], floor_s)
-            rows.append({"precision": precision, "law": truth["law"], "b": truth["b"], "groups": len(walls),
-                         "groups_measured": len(measured), "complete": complete, "serial_s": serial,
+            rows.append({"precision": precision, "cuda_graphs": arm[1], "law": truth["law"], "b": truth["b"],
+                         "groups": len(walls), "groups_measured": len(measured), "complete": complete,
+                         "serial_s": serial,
                          "longest_group_s": longest["wall_s"], "longest_group": longest["group"],
                          "longest_group_steps": longest["steps"], "floor_s": floor_s,
                          "evaluation_share": sum(w["evaluation_s"] for w in measured) / serial,
@@ -221,14 +235,14 @@ def project(costs: list[GroupCost], exp: dict[str, Any], rates: dict[str, float]
     return rows
 
 
-def _group_walls(column, steps: np.ndarray, by_group: dict, precision: str, train: dict[str, Any]) -> list[dict]:
+def _group_walls(column, steps: np.ndarray, by_group: dict, arm: Arm, train: dict[str, Any]) -> list[dict]:
     """Each (model size, facts) group of the column: the step its last replica stops at and its wall."""
     column = column.assign(steps=steps)
     walls = []
     for (n_params, n_facts), runs in column.groupby(["n_params", "n_facts"], sort=True):
         budget = math.ceil(train["max_epochs"] * n_facts / train["batch_size"])
         last = max(stop_step(s, train["eval_interval"], budget) for s in runs["steps"])
-        cost = by_group.get((int(n_params), int(n_facts), precision))
+        cost = by_group.get((int(n_params), int(n_facts), arm))
         wall = None if cost is None else group_wall(cost, last, train["eval_interval"], train["checkpoint_interval"])
         evaluations = math.ceil(last / train["eval_interval"]) * (cost.evaluation_s if cost else 0.0)
         walls.append({"group": f"{cost.model if cost else int(n_params)}/{int(n_facts)}", "n_params": int(n_params),
@@ -240,13 +254,14 @@ def _group_walls(column, steps: np.ndarray, by_group: dict, precision: str, trai
 def check_run(exp: dict[str, Any], cost: GroupCost, store: Path, device: str, steps: int, work: Path
               ) -> dict[str, Any]:
     """Train ``cost``'s group for ``steps`` steps for real, files and all, and set its wall beside the model's."""
-    jobs = group_jobs(exp, cost.model, store, cost.precision, device, work, max_steps=steps)
+    jobs = group_jobs(exp, cost.model, store, (cost.precision, cost.cuda_graphs), device, work, max_steps=steps)
     start = time.perf_counter()
     summaries = StackedTraining(jobs).run()
     wall = time.perf_counter() - start
     reached = max(summary["steps"] for summary in summaries)
     modelled = group_wall(cost, reached, jobs[0].settings.eval_interval, jobs[0].settings.checkpoint_interval)
-    return {"group": f"{cost.model}/{cost.n_facts}", "precision": cost.precision, "steps": reached,
+    return {"group": f"{cost.model}/{cost.n_facts}", "precision": cost.precision, "cuda_graphs": cost.cuda_graphs,
+            "steps": reached,
             "wall_s": wall, "modelled_s": modelled, "wall_over_modelled": wall / modelled,
             "fixed_s": wall - modelled}
 
@@ -262,16 +277,15 @@ def summary(rec: dict[str, Any]) -> str:
     lines = [f"decisive column on {rec['device_name']} ({rec['host_cpu']}), {rec['steps_timed']} timed steps a "
              f"group; goal {rec['goal_s'] / 60:.0f} min"]
     for row in rec["projection"]:
-        lines.append(f"  {row['precision']} {row['law']} b={row['b']:.2f}: one group after another "
-                     f"{row['serial_s'] / 60:.1f} min, longest group {row['longest_group']} "
+        lines.append(f"  {arm_name((row['precision'], row['cuda_graphs']))} {row['law']} b={row['b']:.2f}: one "
+                     f"group after another {row['serial_s'] / 60:.1f} min, longest group {row['longest_group']} "
                      f"{row['longest_group_s'] / 60:.1f} min ({row['longest_group_steps']} steps), floor "
                      f"{row['floor_s'] / 60:.1f} min, evaluations {100 * row['evaluation_share']:.0f}%: "
                      f"{row['verdict']} ({row['groups_measured']} / {row['groups']} groups)")
-    if rec.get("check"):
-        c = rec["check"]
-        lines.append(f"  check {c['group']} {c['precision']}, {c['steps']} steps for real: {c['wall_s']:.1f} s "
-                     f"against {c['modelled_s']:.1f} s modelled (x{c['wall_over_modelled']:.2f}; fixed "
-                     f"{c['fixed_s']:.1f} s)")
+    for c in rec["checks"]:
+        lines.append(f"  check {c['group']} {arm_name((c['precision'], c['cuda_graphs']))}, {c['steps']} steps for "
+                     f"real: {c['wall_s']:.1f} s against {c['modelled_s']:.1f} s modelled "
+                     f"(x{c['wall_over_modelled']:.2f}; fixed {c['fixed_s']:.1f} s)")
     return "\n".join(lines)
 
 
@@ -280,43 +294,61 @@ def parser() -> argparse.ArgumentParser:
                                 description=__doc__.split("\n")[0])
     p.add_argument("--config", type=Path, default=decisive.CONFIG)
     p.add_argument("--precision", default="fp32,bf16", help="comma-separated: fp32, bf16")
+    p.add_argument("--graphs", default="off", help="comma-separated: off, on (the step in one CUDA graph: CUDA only)")
     p.add_argument("--models", default="", help="comma-separated model names (default: every model)")
     p.add_argument("--steps", type=int, default=30, help="timed stacked steps a group")
-    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--warmup", type=int, default=5, help="steps before the timed ones (a CUDA graph's capture: 4)")
     p.add_argument("--device", default="auto", help="auto (CUDA when torch sees one), cuda or cpu")
-    p.add_argument("--check-steps", type=int, default=0, help="train the smallest group this many steps for real")
+    p.add_argument("--check-steps", type=int, default=0,
+                   help="train the smallest group this many steps for real, in each arm")
     p.add_argument("--out", type=Path, help="the record (JSON)")
     p.add_argument("--dry-run", action="store_true", help="model D0 in bf16, 2 steps, a check of 2: checks it runs")
     return p
 
 
+def arms_of(args: argparse.Namespace, device: torch.device) -> list[Arm]:
+    """The (precision, CUDA graphs) pairs the command line asks for; a one-line error for any other."""
+    precisions, graphs = args.precision.split(","), args.graphs.split(",")
+    if unknown := sorted(set(precisions) - set(PRECISION_DTYPES)):
+        raise SystemExit(f"--precision: {', '.join(unknown)}; one of {', '.join(PRECISION_DTYPES)}")
+    if unknown := sorted(set(graphs) - {"off", "on"}):
+        raise SystemExit(f"--graphs: {', '.join(unknown)}; one of off, on")
+    if "on" in graphs and device.type != "cuda":
+        raise SystemExit(f"--graphs on: CUDA graphs need a CUDA device, not {device}")
+    if "on" in graphs and args.warmup < WARMUP_STEPS + 1:
+        raise SystemExit(f"--warmup {args.warmup}: a CUDA graph is captured after {WARMUP_STEPS} eager steps; "
+                         f"at least {WARMUP_STEPS + 1}")
+    return [(p, g == "on") for p in precisions for g in graphs]
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parser().parse_args(argv)
     if args.dry_run:
-        args.models, args.precision, args.steps, args.warmup, args.check_steps = "D0", "bf16", 2, 1, 2
+        args.models, args.precision, args.graphs = "D0", "bf16", "off"
+        args.steps, args.warmup, args.check_steps = 2, 1, 2
     exp = column_experiment(args.config)
     models = args.models.split(",") if args.models else list(exp["models"])
     if unknown := sorted(set(models) - set(exp["models"])):
         raise SystemExit(f"--models: {', '.join(unknown)} not in {args.config}")
-    precisions = args.precision.split(",")
-    if unknown := sorted(set(precisions) - set(PRECISION_DTYPES)):
-        raise SystemExit(f"--precision: {', '.join(unknown)}; one of {', '.join(PRECISION_DTYPES)}")
     device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available() else
                           "cpu" if args.device == "auto" else args.device)
+    arms = arms_of(args, device)
     with tempfile.TemporaryDirectory(prefix="decisive_wall_") as scratch:
         work = Path(scratch)
         stores = write_stores(exp, work / "data")
-        costs = measure(exp, stores, precisions, device.type, models, args.steps, args.warmup, work)
-        rates = product_rates(device, precisions)
-        check = None
-        if args.check_steps:
-            smallest = min(costs, key=lambda c: (c.n_params, c.n_facts))
-            check = check_run(exp, smallest, stores[smallest.n_facts], device.type, args.check_steps, work / "check")
+        costs = measure(exp, stores, arms, device.type, models, args.steps, args.warmup, work)
+        rates = product_rates(device, list(dict.fromkeys(p for p, _ in arms)))
+        checks = []
+        for arm in arms if args.check_steps else []:
+            smallest = min((c for c in costs if (c.precision, c.cuda_graphs) == arm),
+                           key=lambda c: (c.n_params, c.n_facts))
+            checks.append(check_run(exp, smallest, stores[smallest.n_facts], device.type, args.check_steps,
+                                    work / "check" / arm_name(arm)))
     rec = {"commit": decisive._commit(), "date": datetime.date.today().isoformat(), "config": str(args.config),
            "host_cpu": cpu_model_and_flags()[0], "torch": torch.__version__,
            "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
            "goal_s": GOAL_S, "steps_timed": args.steps, "warmup_steps": args.warmup, "rates_flops": rates,
-           "costs": [asdict(c) for c in costs], "projection": project(costs, exp, rates), "check": check}
+           "costs": [asdict(c) for c in costs], "projection": project(costs, exp, rates), "checks": checks}
     if args.out:
         write_json(args.out, rec)
     print(summary(rec))

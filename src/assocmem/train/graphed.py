@@ -27,7 +27,62 @@ log = logging.getLogger(__name__)
 WARMUP_STEPS = 3  # eager steps on a side stream before the capture, as torch.cuda.graph's documentation asks
 
 
-class GraphedStep:
+def on_side_stream(work: Callable[[], None]) -> None:
+    """Run ``work`` on a side stream, ordered after and before the current stream's work (torch.cuda.graph's
+    documentation asks the warmup steps before a capture to run so)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        work()
+    torch.cuda.current_stream().wait_stream(side)
+
+
+class CapturedStep:
+    """An optimizer step over static buffers (``inputs``, ``optimizer``) that runs eagerly off CUDA, eagerly on a
+    side stream for its first steps on CUDA, then is captured once in a CUDA graph and replayed. A subclass fills
+    its buffers and defines :meth:`_body`, what the graph holds."""
+
+    inputs: torch.Tensor
+    optimizer: torch.optim.Optimizer
+
+    def _start_graphs(self, device: torch.device) -> None:
+        self.capture = device.type == "cuda"
+        self.graph: torch.cuda.CUDAGraph | None = None
+        self.eager_steps = 0
+
+    def _advance(self) -> None:
+        """Run the step over the buffers as they are now: replayed, eager, or captured (then replayed)."""
+        if self.graph is not None:
+            self.graph.replay()
+        elif not self.capture:
+            self._eager()
+        elif self.eager_steps < WARMUP_STEPS:
+            on_side_stream(self._eager)
+        else:
+            self._capture()
+
+    def _body(self) -> None:
+        raise NotImplementedError
+
+    def _eager(self) -> None:
+        self.optimizer.zero_grad(set_to_none=True)
+        self._body()
+        self.eager_steps += 1
+
+    def _capture(self) -> None:
+        """Capture the step (a capture runs nothing) and replay it for this step. The gradients are set to None
+        first, so the captured backward writes them (into the graph's memory) instead of adding to them."""
+        self.optimizer.zero_grad(set_to_none=True)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            self._body()
+        self.graph = graph
+        log.info("train.cuda_graphs: %s is captured after %d eager steps; inputs %s", type(self).__name__,
+                 self.eager_steps, tuple(self.inputs.shape))
+        graph.replay()
+
+
+class GraphedStep(CapturedStep):
     """The optimizer step over static buffers of (rows, ``width``) tokens, captured in a CUDA graph on CUDA; rows
     are the batch rounded up to whole micro-batches. The optimizer's groups get a device tensor for their learning
     rate and ``capturable`` (its step counters live on the device already: AdamW is fused)."""
@@ -42,9 +97,7 @@ class GraphedStep:
         self.scale = torch.ones((), dtype=torch.float32, device=device)
         self.lr = torch.tensor(settings.lr, dtype=torch.float32, device=device)
         self.loss = torch.zeros((), dtype=torch.float64, device=device)
-        self.capture = device.type == "cuda"
-        self.graph: torch.cuda.CUDAGraph | None = None
-        self.eager_steps = 0
+        self._start_graphs(device)
         for group in optimizer.param_groups:
             group["lr"], group["capturable"] = self.lr, self.capture
 
@@ -56,14 +109,7 @@ class GraphedStep:
         self.targets.copy_(targets, non_blocking=True)
         self.scale.fill_(1.0 / n_targets)
         self.lr.fill_(lr_at(step, self.settings))
-        if self.graph is not None:
-            self.graph.replay()
-        elif not self.capture:
-            self._eager()
-        elif self.eager_steps < WARMUP_STEPS:
-            self._on_side_stream(self._eager)
-        else:
-            self._capture()
+        self._advance()
         return self.loss
 
     def _body(self) -> None:
@@ -78,28 +124,3 @@ class GraphedStep:
         if self.settings.grad_clip > 0:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.settings.grad_clip)
         self.optimizer.step()
-
-    def _eager(self) -> None:
-        self.optimizer.zero_grad(set_to_none=True)
-        self._body()
-        self.eager_steps += 1
-
-    @staticmethod
-    def _on_side_stream(work: Callable[[], None]) -> None:
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            work()
-        torch.cuda.current_stream().wait_stream(side)
-
-    def _capture(self) -> None:
-        """Capture the step (a capture runs nothing) and replay it for this step. The gradients are set to None
-        first, so the captured backward writes them (into the graph's memory) instead of adding to them."""
-        self.optimizer.zero_grad(set_to_none=True)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            self._body()
-        self.graph = graph
-        log.info("train.cuda_graphs: the step is captured after %d eager steps; inputs %s", self.eager_steps,
-                 tuple(self.inputs.shape))
-        graph.replay()

@@ -260,7 +260,10 @@ class TrainJob:
         """``model.pt``: final; ``best.pt``: the weights at the lowest validation CE so far."""
         save_model(self.run_dir / name, model, step, self.job, self.fingerprint)
 
-    def _finish(self, model: DecoderLM, state: RunState, n_params: int, peak: float, device, gemm: Choice) -> dict:
+    def _finish(self, model: DecoderLM, state: RunState, n_params: int, peak: float, device, gemm: Choice,
+                cuda_graphs: bool | None = None) -> dict:
+        """The run's files (``cuda_graphs``: whether its steps ran in a CUDA graph, when not its own graphed step's,
+        as for a stacked replica)."""
         self._save_model(model, "model.pt", step=state.step)
         write_bytes(self.run_dir / "best.pt", (self.run_dir / BEST_IN_PROGRESS).read_bytes())  # kept until the end
         metrics = pd.DataFrame(state.metrics)
@@ -269,7 +272,8 @@ class TrainJob:
         write_csv(self.run_dir / "timing.csv", timing)  # wall-clock numbers live apart from the science
         write_json(self.run_dir / "timing.json", {"peak_flops_measured": peak, "device": str(device),
                                                   "gemm": gemm.value, "gemm_choice": gemm.record(),
-                                                  "cuda_graphs": self._graphed is not None,
+                                                  "cuda_graphs": (self._graphed is not None if cuda_graphs is None
+                                                                  else cuda_graphs),
                                                   "seconds": float(timing["seconds"].sum()) if len(timing) else 0.0,
                                                   "mean_mfu": float(timing["mfu"].mean()) if len(timing) else 0.0})
         rows, best = eval_rows(self.run_dir / "model.pt", self.eval_sets["val"]), int(metrics["val_ce"].idxmin())

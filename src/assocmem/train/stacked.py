@@ -38,9 +38,9 @@ from assocmem.progress import bar
 from assocmem.runtime import resolve_device
 from assocmem.runtime.cuda_start import cuda_ready
 from assocmem.stopping import IGNORE, is_new_best
-from assocmem.train.batches import Batch
+from assocmem.train.batches import Batch, static_width
 from assocmem.train.files import BEST_IN_PROGRESS, RunState
-from assocmem.train.loop import TrainJob
+from assocmem.train.loop import TrainJob, cuda_graphs_on
 from assocmem.train.settings import TrainSettings, lr_at
 from assocmem.train.stacked_checkpoint import (
     FINISHED_FILES,
@@ -52,6 +52,7 @@ from assocmem.train.stacked_checkpoint import (
     save_group,
     summary_of,
 )
+from assocmem.train.stacked_graphed import StackedGraphedStep
 from assocmem.train.stacked_model import (
     StackedDecoder,
     clip_and_mask,
@@ -64,7 +65,7 @@ log = logging.getLogger(__name__)
 # settings the replicas must share (one batch shape, one AdamW, one device and precision, one group checkpoint);
 # the rest is per replica
 SHARED_SETTINGS = ("batch_size", "micro_batch_size", "weight_decay", "beta1", "beta2", "device", "precision",
-                   "compile", "checkpoint_interval")
+                   "compile", "cuda_graphs", "checkpoint_interval")
 LEFTOVERS = ("checkpoint.pt", "metrics.inprogress.csv", BEST_IN_PROGRESS)
 
 
@@ -86,6 +87,11 @@ def check_stackable(jobs: Sequence[TrainJob]) -> None:
         raise AssocmemError("stacked jobs need one run directory each")
 
 
+def scored_targets(batch: Batch | None) -> int:
+    """The targets ``batch`` scores (none for a frozen replica's None)."""
+    return 0 if batch is None else int((batch[1] != IGNORE).sum())
+
+
 def stack_batches(batches: Sequence[Batch | None], batch_size: int) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
     """The replicas' batches as (K, B, T) inputs and targets, padded to the longest (inputs with token 0, targets
     unscored: a causal model's earlier positions never see the padding), and each replica's scored-target count.
@@ -98,7 +104,7 @@ def stack_batches(batches: Sequence[Batch | None], batch_size: int) -> tuple[tor
         if batch is not None:
             inputs[k, :, :batch[0].shape[1]] = batch[0]
             targets[k, :, :batch[1].shape[1]] = batch[1]
-        counts.append(0 if batch is None else int((batch[1] != IGNORE).sum()))
+        counts.append(scored_targets(batch))
     return inputs, targets, counts
 
 
@@ -117,6 +123,7 @@ class StackedTraining:
         self.clips = torch.tensor([job.settings.grad_clip for job in self.jobs], device=self.device)
         self._masks: dict[tuple[bool, ...], torch.Tensor] = {}
         self._forward: torch.nn.Module | None = None  # the stack's torch.compile where train.compile
+        self._graphed: StackedGraphedStep | None = None  # the step in one CUDA graph where train.cuda_graphs
 
     def _models(self) -> list[DecoderLM]:
         models = []
@@ -136,6 +143,10 @@ class StackedTraining:
         """One step of the stack: the replicas' summed training NLL (on the device) and scored-target counts."""
         s = self.settings
         batches = [job.train_batches.batch(step) if on else None for job, on in zip(self.jobs, active, strict=True)]
+        lrs = [lr_at(step, job.settings) if on else 0.0 for job, on in zip(self.jobs, active, strict=True)]
+        if self._graphed is not None:
+            counts = [scored_targets(batch) for batch in batches]
+            return self._graphed.run(batches, counts, lrs), counts
         inputs, targets, counts = stack_batches(batches, s.batch_size)
         denominators = torch.tensor([max(c, 1) for c in counts], dtype=torch.float32).to(self.device)
         total = torch.zeros(len(self.jobs), dtype=torch.float64, device=self.device)
@@ -148,8 +159,7 @@ class StackedTraining:
             (nll / denominators).sum().backward()  # the replicas share no weight: each gets its own gradient
             total += nll.detach()
         clip_and_mask(stack, self.clips, self._mask(active))
-        optimizer_step(optimizer, stack, [lr_at(step, job.settings) if on else 0.0
-                                          for job, on in zip(self.jobs, active, strict=True)])
+        optimizer_step(optimizer, stack, lrs)
         optimizer.zero_grad(set_to_none=True)
         return total, counts  # no host sync: the losses are read at evaluations
 
@@ -158,8 +168,9 @@ class StackedTraining:
         self.models = self._models()
         self.stack = stack = StackedDecoder(self.models).to(device)
         optimizer = stacked_optimizer(stack, s.weight_decay, s.lr, (s.beta1, s.beta2), device)
-        self._forward = torch.compile(stack) if s.compile else None
         step, pending = self._start(optimizer)  # pending: training NLL not yet in a RunState
+        self._graphed = self._graphed_step(optimizer)
+        self._forward = torch.compile(stack) if s.compile and self._graphed is None else None
         active = [not summary and not job._stopped(state)
                   for job, state, summary in zip(self.jobs, self.states, self.summaries, strict=True)]
         self.autocast, self.peak = self.jobs[0]._autocast(device), measure_peak_flops(device)
@@ -182,6 +193,17 @@ class StackedTraining:
         progress.close()
         self.checkpoint.unlink(missing_ok=True)  # the outputs hold the result
         return self.summaries
+
+    def _graphed_step(self, optimizer: Optimizer) -> StackedGraphedStep | None:
+        """The step in one CUDA graph (:mod:`assocmem.train.stacked_graphed`) where ``train.cuda_graphs`` holds on
+        this device (elsewhere a logged no-op), over the replicas' widest batch; None otherwise."""
+        if not cuda_graphs_on(self.settings, self.device):
+            return None
+        if self.settings.compile:
+            log.info("train.cuda_graphs: the graphed stacked step runs the stack as it is (train.compile is not used)")
+        width = max(static_width(job.train_batches, job.model_config.max_len) for job in self.jobs)
+        return StackedGraphedStep(self.stack, optimizer, self.settings, self.clips, width, self.device,
+                                  self.jobs[0]._autocast(self.device, cache=False))
 
     @property
     def checkpoint(self) -> Path:
@@ -240,7 +262,8 @@ class StackedTraining:
     def _finish(self, i: int, model: DecoderLM, state: RunState) -> dict:
         job = self.jobs[i]
         # the products are batched (bmm): the gemm a single run's summary records is native
-        summary = job._finish(model, state, model.num_parameters(), self.peak, self.device, Choice("native", "stacked"))
+        summary = job._finish(model, state, model.num_parameters(), self.peak, self.device, Choice("native", "stacked"),
+                              cuda_graphs=self._graphed is not None)
         for leftover in LEFTOVERS:
             (job.run_dir / leftover).unlink(missing_ok=True)
         self.finished_files[i] = read_files(job.run_dir, FINISHED_FILES)  # for the checkpoint

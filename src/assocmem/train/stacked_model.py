@@ -112,7 +112,8 @@ def stacked_optimizer(stack: StackedDecoder, weight_decay: float, lr: float, bet
     return torch.optim.AdamW(groups, lr=lr, betas=betas, fused=device.type in ("cuda", "cpu"))
 
 
-def _per_replica(values: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+def per_replica(values: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """``values`` (K,) shaped to scale ``like`` (K, ...) replica by replica."""
     return values.view(-1, *([1] * (like.dim() - 1)))
 
 
@@ -126,7 +127,7 @@ def clip_and_mask(stack: StackedDecoder, max_norms: torch.Tensor, active: torch.
     coef = torch.clamp(max_norms / (norms + 1e-6), max=1.0)
     scale = torch.where(max_norms > 0, coef, torch.ones_like(coef)) * active
     for g in grads:
-        g.mul_(_per_replica(scale.to(g.dtype), g))
+        g.mul_(per_replica(scale.to(g.dtype), g))
     return norms
 
 
@@ -148,4 +149,4 @@ def optimizer_step(optimizer: torch.optim.Optimizer, stack: StackedDecoder, lrs:
     back = (1 - torch.tensor(lrs, dtype=torch.float64) / top).to(params[0].device, params[0].dtype)  # one copy
     with torch.no_grad():
         for p, old in zip(params, before, strict=True):
-            p.lerp_(old, _per_replica(back, p))
+            p.lerp_(old, per_replica(back, p))

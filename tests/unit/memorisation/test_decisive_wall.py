@@ -8,6 +8,7 @@ import json
 import math
 
 import pytest
+import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -49,7 +50,7 @@ def column():
 
 def cost(n_params: int, n_facts: int, step_s: float = 1e-3, evaluation_s: float = 0.1, checkpoint_s: float = 0.5,
          precision: str = "bf16") -> dw.GroupCost:
-    return dw.GroupCost("M", n_params, n_facts, 8, precision, step_s, evaluation_s, checkpoint_s)
+    return dw.GroupCost("M", n_params, n_facts, 8, precision, False, step_s, evaluation_s, checkpoint_s)
 
 
 @given(st.floats(1, 300_000), st.sampled_from([500, 2000]), st.integers(1000, 300_000))
@@ -125,8 +126,15 @@ def test_a_projection_of_some_groups_only_reads_cannot_fit_or_incomplete(column)
     assert {r["verdict"] for r in dw.project(slow, column, {"bf16": 1e18})} == {"cannot fit"}
 
 
+def test_each_arm_is_projected_from_its_own_costs(column):
+    graphed = [dw.GroupCost("M", c.n_params, c.n_facts, 8, "bf16", True, 1e-6, 1e-6, 0.0) for c in every_group()]
+    rows = dw.project(every_group(step_s=1e-2) + graphed, column, {"bf16": 1e18})
+    assert [(r["precision"], r["cuda_graphs"]) for r in rows] == [("bf16", False)] * 3 + [("bf16", True)] * 3
+    assert all(r["serial_s"] > 100 * g["serial_s"] for r, g in zip(rows[:3], rows[3:], strict=True))
+
+
 def test_each_precision_is_projected_from_its_own_costs(column):
-    fp32 = [dw.GroupCost("M", c.n_params, c.n_facts, 8, "fp32", 1e-2, 0.1, 0.5) for c in every_group()]
+    fp32 = [dw.GroupCost("M", c.n_params, c.n_facts, 8, "fp32", False, 1e-2, 0.1, 0.5) for c in every_group()]
     both = every_group(step_s=1e-6, evaluation_s=1e-6, checkpoint_s=0.0) + fp32
     rows = dw.project(both, column, {"bf16": 1e18, "fp32": 1e18})
     by_precision = {p: [r for r in rows if r["precision"] == p] for p in ("bf16", "fp32")}
@@ -149,26 +157,28 @@ def test_the_stores_hold_the_columns_facts_per_subset(tiny):
 
 def test_every_group_is_measured_by_the_stacked_trainers_own_calls(tiny):
     exp, stores, work = tiny
-    costs = dw.measure(exp, stores, ["fp32", "bf16"], "cpu", ["D0", "D1"], steps=2, warmup=1, work=work / "m")
+    costs = dw.measure(exp, stores, [("fp32", False), ("bf16", False)], "cpu", ["D0", "D1"], steps=2, warmup=1,
+                       work=work / "m")
     assert [(c.model, c.n_facts, c.precision) for c in costs] == [
         (m, d, p) for p in ("fp32", "bf16") for m in ("D0", "D1") for d in (20, 40)]
+    assert not any(c.cuda_graphs for c in costs)  # none off CUDA
     assert all(c.replicas == 2 and c.step_s > 0 and c.evaluation_s > 0 and c.checkpoint_s > 0 for c in costs)
-    d0, d1 = (dw.group_jobs(exp, m, stores[40], "fp32", "cpu", work / "n")[0] for m in ("D0", "D1"))
+    d0, d1 = (dw.group_jobs(exp, m, stores[40], ("fp32", False), "cpu", work / "n")[0] for m in ("D0", "D1"))
     assert costs[0].n_params == dw.n_parameters(d0) < costs[2].n_params == dw.n_parameters(d1)
     assert not list((work / "m").rglob("stacked_checkpoint.pt"))  # the timed checkpoint is not left behind
 
 
 def test_a_groups_jobs_are_its_seeds_at_the_precision_and_device_asked(tiny):
     exp, stores, work = tiny
-    jobs = dw.group_jobs(exp, "D1", stores[20], "bf16", "cpu", work / "g")
+    jobs = dw.group_jobs(exp, "D1", stores[20], ("bf16", True), "cpu", work / "g")
     assert [job.seed for job in jobs] == [3, 1003]
-    assert {job.settings.precision for job in jobs} == {"bf16"}
+    assert {(job.settings.precision, job.settings.cuda_graphs) for job in jobs} == {("bf16", True)}
     assert jobs[0].settings.max_steps == math.ceil(100 * 20 / 8)  # the step budget of 100 exposures a fact
 
 
 def test_the_check_run_trains_the_group_for_real_and_sets_its_wall_beside_the_model(tiny):
     exp, stores, work = tiny
-    (c,) = dw.measure(exp, stores, ["fp32"], "cpu", ["D0"], steps=2, warmup=1, work=work / "c")[:1]
+    (c,) = dw.measure(exp, stores, [("fp32", False)], "cpu", ["D0"], steps=2, warmup=1, work=work / "c")[:1]
     check = dw.check_run(exp, c, stores[c.n_facts], "cpu", 9, work / "check")
     assert check["group"] == "D0/20" and check["steps"] <= 9
     assert check["modelled_s"] == pytest.approx(dw.group_wall(c, check["steps"], 4, 6))
@@ -184,7 +194,19 @@ def test_the_command_records_and_prints_the_projection(tmp_path, monkeypatch, co
     monkeypatch.setattr(dw, "product_rates", lambda device, precisions: {"bf16": 1e15})
     rec = dw.main(["--precision", "bf16", "--out", str(tmp_path / "wall.json"), "--device", "cpu"])
     assert json.loads((tmp_path / "wall.json").read_text())["projection"][0]["verdict"] == "cannot fit"
-    assert rec["check"] is None and len(rec["costs"]) == 30 and rec["device_name"] == "cpu"
+    assert rec["checks"] == [] and len(rec["costs"]) == 30 and rec["device_name"] == "cpu"
+
+
+@pytest.mark.parametrize(("argv", "device", "message"), [
+    (["--graphs", "on"], "cpu", "--graphs on: CUDA graphs need a CUDA device, not cpu"),
+    (["--graphs", "maybe"], "cuda", "--graphs: maybe; one of off, on"),
+    (["--graphs", "off,on", "--warmup", "3"], "cuda", "--warmup 3: a CUDA graph is captured after 3 eager steps"),
+    (["--precision", "fp16"], "cpu", "--precision: fp16; one of fp32, bf16")])
+def test_the_arms_asked_for_are_checked_in_one_line(argv, device, message):
+    with pytest.raises(SystemExit, match=message):
+        dw.arms_of(dw.parser().parse_args(argv), torch.device(device))
+    ok = dw.parser().parse_args(["--precision", "fp32,bf16", "--graphs", "off,on"])
+    assert dw.arms_of(ok, torch.device("cuda")) == [("fp32", False), ("fp32", True), ("bf16", False), ("bf16", True)]
 
 
 @pytest.mark.parametrize(("flag", "value", "message"), [("--models", "D0,X9", "X9 not in"),

@@ -1,0 +1,99 @@
+"""The stacked replicas' whole step in one CUDA graph (``train.cuda_graphs`` with ``stack_replicas``): the batched
+forward and backward of the K replicas, the per-replica clipping and masking, AdamW and the per-replica learning
+rates are captured once and replayed, as :mod:`assocmem.train.graphed` does for one model (issue 41: a stacked step
+of small models is the host's kernel launches, and the decisive memorisation column's smallest groups step 256,000
+times one after another).
+
+A replay reads static buffers: the replicas' batches padded to (K, rows, width) with unscored targets (a frozen
+replica's batch wholly unscored), each replica's loss scale (1 / its scored targets), which replicas are active, the
+largest learning rate (AdamW's, a device scalar) and each replica's share of it. Where the eager stacked step takes
+a shortcut on the host (no rescaling when every replica has the same learning rate), the graph always rescales:
+``lerp`` toward the weights before the step by 1 - lr_k / lr_max, which is 0 (the step as taken, exactly) or 1
+(the old weight, exactly: a frozen replica) in every case the trainer produces, and the exact linear share between.
+The first steps run the same code on a side stream without a graph (CUDA needs them before a capture); off CUDA
+nothing is captured and every step runs that code eagerly, which is what the CPU tests check against the eager
+stacked step."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from assocmem.stopping import IGNORE
+from assocmem.train.batches import Batch, static_shape
+from assocmem.train.graphed import CapturedStep
+from assocmem.train.settings import TrainSettings
+from assocmem.train.stacked_model import StackedDecoder, clip_and_mask, per_replica, summed_nll
+
+log = logging.getLogger(__name__)
+
+
+def static_stack(batches: Sequence[Batch | None], rows: int, width: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The replicas' batches as (K, rows, width) inputs and targets: each padded by :func:`static_shape`, a frozen
+    replica's (None) all padding, so it scores nothing and gets no gradient."""
+    inputs = torch.zeros((len(batches), rows, width), dtype=torch.long)
+    targets = torch.full_like(inputs, IGNORE)
+    for k, batch in enumerate(batches):
+        if batch is not None:
+            inputs[k], targets[k] = static_shape(batch, rows, width)
+    return inputs, targets
+
+
+class StackedGraphedStep(CapturedStep):
+    """The stacked optimizer step over static buffers, captured in a CUDA graph on CUDA (:class:`GraphedStep`'s
+    warmup and capture). ``clips``: each replica's ``grad_clip`` on the device."""
+
+    def __init__(self, stack: StackedDecoder, optimizer: torch.optim.Optimizer, settings: TrainSettings,
+                 clips: torch.Tensor, width: int, device: torch.device, autocast: Callable[[], Any]) -> None:
+        self.stack, self.optimizer, self.settings, self.autocast = stack, optimizer, settings, autocast
+        self.clips = clips
+        self.micro_rows = settings.micro_batch_size or settings.batch_size
+        k = clips.shape[0]
+        shape = (k, -(-settings.batch_size // self.micro_rows) * self.micro_rows, width)
+        self.inputs = torch.zeros(shape, dtype=torch.long, device=device)
+        self.targets = torch.full(shape, IGNORE, dtype=torch.long, device=device)
+        self.scale = torch.ones(k, dtype=torch.float32, device=device)
+        self.active = torch.ones(k, dtype=torch.float32, device=device)
+        self.back = torch.zeros(k, dtype=torch.float32, device=device)
+        self.lr = torch.tensor(settings.lr, dtype=torch.float32, device=device)
+        self.loss = torch.zeros(k, dtype=torch.float64, device=device)
+        self._start_graphs(device)
+        for group in optimizer.param_groups:
+            group["lr"], group["capturable"] = self.lr, self.capture
+
+    def run(self, batches: Sequence[Batch | None], counts: Sequence[int], lrs: Sequence[float]) -> torch.Tensor:
+        """One step of the stack: replica k trains on ``batches[k]`` (None: frozen) with ``counts[k]`` scored
+        targets at learning rate ``lrs[k]``. Returns the replicas' summed losses (K,), a device tensor the next step
+        overwrites (add it up before then)."""
+        inputs, targets = static_stack(batches, *self.inputs.shape[1:])
+        self.inputs.copy_(inputs, non_blocking=True)
+        self.targets.copy_(targets, non_blocking=True)
+        self.scale.copy_(torch.tensor([1.0 / max(c, 1) for c in counts]), non_blocking=True)
+        self.active.copy_(torch.tensor([float(b is not None) for b in batches]), non_blocking=True)
+        top = max(lrs)
+        self.lr.fill_(top)
+        self.back.copy_(torch.tensor([1.0 - lr / top if top > 0 else 1.0 for lr in lrs]), non_blocking=True)
+        self._advance()
+        return self.loss
+
+    def _body(self) -> None:
+        """What the graph holds: the micro-batches' forward and backward, clipping and masking, AdamW and the
+        per-replica learning rates."""
+        self.loss.zero_()
+        for first in range(0, self.inputs.shape[1], self.micro_rows):
+            inputs = self.inputs[:, first:first + self.micro_rows]
+            targets = self.targets[:, first:first + self.micro_rows]
+            with self.autocast():
+                nll = summed_nll(self.stack, inputs, targets)
+            (nll * self.scale).sum().backward()  # the replicas share no weight: each gets its own gradient
+            self.loss += nll.detach()
+        clip_and_mask(self.stack, self.clips, self.active)
+        params = [p for _, p in self.stack.named_stacked()]
+        before = [p.detach().clone() for p in params]
+        self.optimizer.step()
+        with torch.no_grad():
+            for p, old in zip(params, before, strict=True):
+                p.lerp_(old, per_replica(self.back.to(p.dtype), p))

@@ -1,0 +1,108 @@
+"""The stacked replicas' step in one CUDA graph (train.cuda_graphs with stacked replicas, issue 41). What the CPU can
+check: the static stack of the replicas' batches, and the graphed step's code, run eagerly over its static buffers
+(nothing is captured off CUDA), trains every replica as the eager stacked step does: the same losses, weights and
+files, including a replica with its own learning-rate schedule and clipping and one that stops early and is then
+frozen. The capture itself is checked on CUDA (``-m gpu``, run by benchmarks/gpu_check.sh)."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from test_stacked import LOSS_RTOL, REPLICAS, WEIGHT_ATOL, make_job, no_peak_timing, weights  # noqa: F401 (a fixture)
+
+from assocmem.stopping import IGNORE
+from assocmem.train.batches import static_shape
+from assocmem.train.stacked import StackedTraining
+from assocmem.train.stacked_graphed import StackedGraphedStep, static_stack
+
+
+def test_the_static_stack_pads_each_replica_and_leaves_a_frozen_one_unscored():
+    a = (torch.tensor([[1, 2, 3]]), torch.tensor([[2, 3, 4]]))
+    b = (torch.tensor([[5, 6], [7, 8]]), torch.tensor([[6, IGNORE], [8, 9]]))
+    inputs, targets = static_stack([a, None, b], rows=2, width=4)
+    assert inputs.shape == targets.shape == (3, 2, 4)
+    for k, batch in ((0, a), (2, b)):
+        padded = static_shape(batch, 2, 4)
+        assert torch.equal(inputs[k], padded[0]) and torch.equal(targets[k], padded[1])
+    assert bool((targets[1] == IGNORE).all())  # the frozen replica scores nothing
+
+
+def assert_same_training(eager, graphed) -> None:
+    """The same steps, losses, stops and weights (the fingerprints differ: train.cuda_graphs is a setting)."""
+    a, b = pd.read_csv(eager / "metrics.csv"), pd.read_csv(graphed / "metrics.csv")
+    assert list(a.columns) == list(b.columns) and a["step"].tolist() == b["step"].tolist()
+    for column in ("lr", "train_loss", "val_ce"):
+        np.testing.assert_allclose(b[column], a[column], rtol=LOSS_RTOL)
+    sa, sb = (json.loads((d / "summary.json").read_text()) for d in (eager, graphed))
+    for key in ("steps", "best_step", "stopped_early", "stop_rule", "max_steps", "n_params", "eval_rows"):
+        assert sa[key] == sb[key], key
+    for name in ("model.pt", "best.pt"):
+        wa, wb = weights(eager / name), weights(graphed / name)
+        assert wa.keys() == wb.keys()
+        for key, value in wa.items():
+            torch.testing.assert_close(wb[key], value, rtol=0, atol=WEIGHT_ATOL)
+
+
+@pytest.fixture
+def graphs_on_cpu(monkeypatch):
+    """Let the stacked trainer take its graphed step on the CPU, where it runs the graph's code eagerly."""
+    monkeypatch.setattr("assocmem.train.stacked.cuda_graphs_on", lambda settings, device: settings.cuda_graphs)
+
+
+def test_the_graphed_stacked_step_trains_each_replica_as_the_eager_stacked_step(tmp_path, graphs_on_cpu):
+    for name, graphs in (("eager", False), ("graphed", True)):
+        training = StackedTraining([make_job(tmp_path, tmp_path / f"{name}{seed}", seed, cuda_graphs=graphs, **kw)
+                                    for seed, kw in REPLICAS])
+        summaries = training.run()
+        assert [s["steps"] for s in summaries] == [8, 5, 4]  # a shorter budget, an early stop: each its own step
+        assert (training._graphed is not None) is graphs
+        for seed, _ in REPLICAS:
+            timing = json.loads((tmp_path / f"{name}{seed}" / "timing.json").read_text())
+            assert timing["cuda_graphs"] is graphs
+    graphed = training._graphed
+    assert graphed.graph is None and graphed.eager_steps == 8  # nothing is captured off CUDA
+    assert graphed.inputs.shape[:2] == (3, 4)  # 3 replicas, batches of 4 rows (micro-batches of 2)
+    assert all(group["lr"] is graphed.lr for group in graphed.optimizer.param_groups)
+    for seed, _ in REPLICAS:
+        assert_same_training(tmp_path / f"eager{seed}", tmp_path / f"graphed{seed}")
+    for k, (seed, _) in enumerate(REPLICAS[1:], start=1):  # frozen since it stopped: bit for bit its model.pt
+        final = weights(tmp_path / f"graphed{seed}" / "model.pt")
+        for name, param in training.stack.named_stacked():
+            assert torch.equal(param.detach()[k][:len(final[name])], final[name]), name
+
+
+def test_off_cuda_the_key_is_a_logged_no_op_for_a_stack(tmp_path, caplog):
+    training = StackedTraining([make_job(tmp_path, tmp_path / f"r{seed}", seed, cuda_graphs=True, max_steps=2)
+                                for seed in (1, 2)])
+    with caplog.at_level(logging.INFO, logger="assocmem.train.loop"):
+        training.run()
+    assert training._graphed is None and "train.cuda_graphs: cpu has no CUDA graphs" in caplog.text
+    assert json.loads((tmp_path / "r1" / "timing.json").read_text())["cuda_graphs"] is False
+
+
+def test_replicas_that_differ_in_cuda_graphs_cannot_stack(tmp_path):
+    from assocmem.errors import AssocmemError
+
+    with pytest.raises(AssocmemError, match="train.cuda_graphs differ"):
+        StackedTraining([make_job(tmp_path, tmp_path / "a", 1), make_job(tmp_path, tmp_path / "b", 2,
+                                                                         cuda_graphs=True)])
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="torch sees no CUDA device")
+def test_on_cuda_the_captured_stacked_step_is_the_eager_stacked_step(tmp_path):
+    """Whole stacked runs on CUDA, with evaluations and a checkpoint between replays and replicas that stop early:
+    the captured run (after its warmup) gives the eager stacked run's losses and weights to fp32 rounding."""
+    for name, graphs in (("eager", False), ("graphed", True)):
+        training = StackedTraining([make_job(tmp_path, tmp_path / f"{name}{seed}", seed, cuda_graphs=graphs,
+                                             device="cuda", **kw) for seed, kw in REPLICAS])
+        training.run()
+        if graphs:
+            assert isinstance(training._graphed, StackedGraphedStep) and training._graphed.graph is not None
+    for seed, _ in REPLICAS:
+        assert_same_training(tmp_path / f"eager{seed}", tmp_path / f"graphed{seed}")
