@@ -61,6 +61,7 @@ from assocmem.train.stacked_model import StackedDecoder, stacked_optimizer
 GOAL_S = decisive_floor.GOAL_S
 PRECISION_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 Arm = tuple[str, bool]  # (train.precision, train.cuda_graphs)
+NEVER = 10**12  # an evaluation interval no timed loop reaches: evaluations are timed apart
 
 
 def arm_name(arm: Arm) -> str:
@@ -130,8 +131,10 @@ def _timed(action, device: torch.device, repeats: int = 1) -> float:
 
 
 def measure_group(jobs: list[TrainJob], steps: int, warmup: int) -> tuple[float, float, float, bool]:
-    """(step, evaluation round, checkpoint) seconds of ``jobs`` as one stack, by the trainer's own calls, and
-    whether the timed steps replayed a CUDA graph (``warmup`` covers the eager steps before its capture)."""
+    """(step, evaluation round, checkpoint) seconds of ``jobs`` as one stack, by the trainer's own calls (a step: a
+    turn of its loop, the stacked step and every replica's bookkeeping), and whether the timed steps replayed a CUDA
+    graph (``warmup`` covers the eager steps before its capture). ``jobs`` evaluate never in the loop
+    (:func:`measure` builds them so); the evaluation round is timed apart."""
     training = StackedTraining(jobs)
     s, device = training.settings, training.device
     training.models = training._models()
@@ -139,11 +142,13 @@ def measure_group(jobs: list[TrainJob], steps: int, warmup: int) -> tuple[float,
     optimizer = stacked_optimizer(training.stack, s.weight_decay, s.lr, (s.beta1, s.beta2), device)
     training._start(optimizer)
     training._graphed = training._graphed_step(optimizer)
-    autocast = jobs[0]._autocast(device)
+    training.autocast = autocast = jobs[0]._autocast(device)
     active = [True] * len(jobs)
+    pending = torch.zeros(len(jobs), dtype=torch.float64, device=device)
+    clock = time.perf_counter()
     for step in range(warmup):
-        training._step(training.stack, optimizer, step, active, autocast)
-    step_s = _timed(lambda i: training._step(training.stack, optimizer, warmup + i, active, autocast), device, steps)
+        training.loop_step(optimizer, step, active, pending, clock)
+    step_s = _timed(lambda i: training.loop_step(optimizer, warmup + i, active, pending, clock), device, steps)
 
     def evaluation(_: int) -> None:
         for i, (job, model) in enumerate(zip(jobs, training.models, strict=True)):
@@ -151,7 +156,6 @@ def measure_group(jobs: list[TrainJob], steps: int, warmup: int) -> tuple[float,
 
     evaluation(0)  # the first evaluation uploads the evaluation sets: once a run
     evaluation_s = _timed(evaluation, device)
-    pending = torch.zeros(len(jobs), dtype=torch.float64, device=device)
     checkpoint_s = _timed(lambda _: training._save(warmup + steps, optimizer, pending), device)
     training.checkpoint.unlink(missing_ok=True)
     graphed = training._graphed is not None and training._graphed.graph is not None
@@ -166,7 +170,8 @@ def measure(exp: dict[str, Any], stores: dict[int, Path], arms: list[Arm], devic
     costs = []
     progress = bar(total=len(groups), desc="decisive groups", unit="group")
     for model, n_facts, arm in groups:
-        jobs = group_jobs(exp, model, stores[n_facts], arm, device, work / "runs" / f"{arm_name(arm)}_{n_facts}")
+        jobs = group_jobs(exp, model, stores[n_facts], arm, device, work / "runs" / f"{arm_name(arm)}_{n_facts}",
+                          eval_interval=NEVER)
         step_s, evaluation_s, checkpoint_s, graphs = measure_group(jobs, steps, warmup)
         costs.append(GroupCost(model, n_parameters(jobs[0]), n_facts, len(jobs), arm[0], graphs, step_s,
                                evaluation_s, checkpoint_s))

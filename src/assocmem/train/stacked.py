@@ -179,15 +179,9 @@ class StackedTraining:
                        desc=f"train stacked x{k}", unit="step")
         clock = time.perf_counter()
         while any(active):
-            sums, counts = self._step(stack, optimizer, step, active, self.autocast)
-            pending += sums
+            active, clock = self.loop_step(optimizer, step, active, pending, clock)
             step += 1
             progress.update()
-            elapsed = time.perf_counter() - clock
-            evaluated = [self._advance(i, step, counts[i], pending, elapsed) for i in range(k) if active[i]]
-            active = [not summary for summary in self.summaries]  # a finished replica is frozen
-            if any(evaluated):
-                clock = time.perf_counter()
             if step % s.checkpoint_interval == 0 and any(active):
                 self._save(step, optimizer, pending)
         progress.close()
@@ -204,6 +198,18 @@ class StackedTraining:
         width = max(static_width(job.train_batches, job.model_config.max_len) for job in self.jobs)
         return StackedGraphedStep(self.stack, optimizer, self.settings, self.clips, width, self.device,
                                   self.jobs[0]._autocast(self.device, cache=False))
+
+    def loop_step(self, optimizer: Optimizer, step: int, active: list[bool], pending: torch.Tensor, clock: float
+                  ) -> tuple[list[bool], float]:
+        """One turn of the training loop from ``step``: the stacked step, then each active replica's bookkeeping
+        (count, evaluate where due, stop). Returns the replicas still active (a finished one is frozen) and the
+        clock, restarted after an evaluation."""
+        sums, counts = self._step(self.stack, optimizer, step, active, self.autocast)
+        pending += sums
+        elapsed = time.perf_counter() - clock
+        evaluated = [self._advance(i, step + 1, counts[i], pending, elapsed) for i in range(len(self.jobs))
+                     if active[i]]
+        return [not summary for summary in self.summaries], time.perf_counter() if any(evaluated) else clock
 
     @property
     def checkpoint(self) -> Path:
