@@ -349,7 +349,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                            key=lambda c: (c.n_params, c.n_facts))
             checks.append(check_run(exp, smallest, stores[smallest.n_facts], device.type, args.check_steps,
                                     work / "check" / arm_name(arm)))
-    rec = {"commit": decisive._commit(), "date": datetime.date.today().isoformat(), "config": str(args.config),
+    config = args.config.resolve()
+    shown = config.relative_to(decisive.ROOT) if config.is_relative_to(decisive.ROOT) else config
+    rec = {"commit": decisive._commit(), "date": datetime.date.today().isoformat(), "config": str(shown),
            "host_cpu": cpu_model_and_flags()[0], "torch": torch.__version__,
            "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
            "goal_s": GOAL_S, "steps_timed": args.steps, "warmup_steps": args.warmup, "rates_flops": rates,

@@ -619,3 +619,33 @@ def test_the_radius_power_record_is_todays_simulation() -> None:
     assert rp.summary(rec["table"]) == rec["summary"]
     section = _section("The radius test's deciding design")
     assert rec["commit"] in section and f"at a CV of {rec['summary']['decides_up_to_cv']} or less" in section
+
+
+def test_the_decisive_walls_cpu_record_is_its_own_arithmetic_and_the_docs_quote_it() -> None:
+    """docs/results/memorisation_decisive_wall_cpu.json (issue 41): today's projection of the record's measured
+    group costs gives its projection (the rule's verdicts included), its check's model is the record's costs at the
+    check's steps, and docs/results.md and benchmarks/README.md quote the costs and the check."""
+    from assocmem.memorisation import decisive_wall as dw
+
+    rec = _load("memorisation_decisive_wall_cpu.json")
+    costs = [dw.GroupCost(**c) for c in rec["costs"]]
+    today = json.loads(json.dumps(dw.project(costs, dw.column_experiment(), rec["rates_flops"])))
+    assert _close(today, rec["projection"])
+    (check,) = rec["checks"]
+    cost = next(c for c in costs if f"{c.model}/{c.n_facts}" == check["group"])
+    assert check["modelled_s"] == pytest.approx(dw.group_wall(cost, check["steps"], 2000, 20_000))
+    section = _section("The memorisation grid").replace("\n  ", " ")
+    bench = (ROOT / "benchmarks" / "README.md").read_text().replace("\n", " ")
+    by_facts = {c.n_facts: c for c in costs}
+    quoted = [f"a turn of 8 replicas {1e3 * by_facts[8192].step_s:.1f} ms at 8,192 facts and "
+              f"{1e3 * by_facts[16384].step_s:.1f} ms at 16,384, an evaluation round "
+              f"{by_facts[8192].evaluation_s:.2f} s and {by_facts[16384].evaluation_s:.2f} s",
+              f"took {check['wall_s']:.1f} s against {check['modelled_s']:.1f} s modelled "
+              f"(×{check['wall_over_modelled']:.2f})", f"at commit {rec['commit']}"]
+    for text in quoted:
+        assert text in section, text
+    assert f"{check['wall_s']:.1f} s against {check['modelled_s']:.1f} s projected " \
+           f"(×{check['wall_over_modelled']:.2f}" in bench
+    assert f"commit {rec['commit']}, fp32, model D0: a turn of 8 replicas {1e3 * by_facts[8192].step_s:.1f} ms" in bench
+    longest = rec["projection"][0]["longest_group_s"] / 60
+    assert f"alone, 256,000 steps under every truth, takes {longest:.0f} minutes" in section
