@@ -5,34 +5,34 @@
 rate; this module measures what the trainer that would run it costs. For each (model, subset) group of
 config/memorisation_decisive.yaml, the 8 seeds that the workflow trains as one stacked job (``stack_replicas``,
 :mod:`assocmem.train.stacked`) are built as that job builds them (``build_job`` on the column's own facts, generated
-here), and timed: a stacked optimizer step (``StackedTraining._step``), one evaluation round (every replica's
-``_log_row``: its CE sets and the recall of all its training facts) and one group checkpoint. A group's wall is then
+here), and timed: a turn of the stacked trainer's loop (``StackedTraining.loop_step``: the batched optimizer
+step and every replica's bookkeeping), one evaluation round (every replica's ``_log_row``: its CE sets and the recall
+of all its training facts) and one group checkpoint. A group's wall is then
 
-    steps × step + evaluations × evaluation + checkpoints × checkpoint
+    steps × turn + evaluations × evaluation round + checkpoints × checkpoint
 
 with each group's steps those of the column's cost model per overhead truth
 (:func:`assocmem.memorisation.decisive.column_steps`, rounded up to the evaluation a run stops at; a stacked group
 steps until its last replica stops, a stopped replica still riding in the batched products). ``--check-steps N``
 tests that model where it is measured: it trains the smallest group for N steps for real (``StackedTraining.run``,
-files and all) and sets its wall beside the model's, the difference being the job's fixed costs.
+files and all) and sets its wall beside the model's, the difference being the job's fixed costs (its start,
+its files) and the model's error. ``--graphs on`` times the step in one CUDA graph (``train.cuda_graphs``).
 
-Three verdicts per truth and precision, decided by these rules, stated before any GPU run:
+Three verdicts per truth and arm (precision, graphs), decided by these rules, stated before any GPU run:
 - ``fits``: the groups one after another (one process, the serial sum) finish within the goal;
 - ``cannot fit``: the longest group alone, or the FLOP floor at the measured product rate, exceeds the goal: no
   schedule of these jobs on this device meets it;
 - ``open``: neither; it could fit only if groups sharing the device (the workflow runs several GPU jobs at once)
   gained at least serial / goal in throughput, which this module does not measure.
 
-    python -m assocmem.memorisation.decisive_wall --precision fp32,bf16 --check-steps 2000 --out wall.json
-    python -m assocmem.memorisation.decisive_wall --dry-run   # one model, a few steps, on any device: runs
+The command that measures (it needs the column's validated config, a room above this one) is
+benchmarks/bench_decisive_wall.py.
 """
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import math
-import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -42,19 +42,15 @@ import numpy as np
 import torch
 
 from assocmem.autotune.measure import cpu_model_and_flags
-from assocmem.config import load_config, load_schema
 from assocmem.facts.generate import FactsSpec, write_facts
 from assocmem.facts.tokenize import tokenize_facts_dir
-from assocmem.io import write_json
 from assocmem.layout import replicate_seed
 from assocmem.memorisation import decisive, decisive_floor
 from assocmem.memorisation import power_alternatives as pa
 from assocmem.model import DecoderLM
 from assocmem.progress import bar
-from assocmem.schemas import config_schema_path
 from assocmem.subsets import make_subset
 from assocmem.train import RunState, TrainJob, build_job
-from assocmem.train.graphed import WARMUP_STEPS
 from assocmem.train.stacked import StackedTraining
 from assocmem.train.stacked_model import StackedDecoder, stacked_optimizer
 
@@ -78,20 +74,14 @@ class GroupCost:
     replicas: int
     precision: str
     cuda_graphs: bool  # whether the step ran in one CUDA graph (train.cuda_graphs; a no-op off CUDA)
-    step_s: float  # one stacked optimizer step of every replica
+    step_s: float  # one turn of the loop: the stacked optimizer step of every replica and their bookkeeping
     evaluation_s: float  # one evaluation of every replica (CE sets and recall of every training fact)
     checkpoint_s: float  # one group checkpoint
 
 
-def column_experiment(config: Path = decisive.CONFIG) -> dict[str, Any]:
-    """The column's validated experiment (schema defaults filled), with the config's global seed."""
-    loaded = load_config(config, load_schema(config_schema_path()))
-    (exp,) = loaded["experiments"].values()
-    return {**exp, "seed": loaded["seed"]}
-
-
 def write_stores(exp: dict[str, Any], work: Path) -> dict[int, Path]:
-    """The column's facts as the workflow stores them, one store view per subset: facts -> store directory."""
+    """The facts of a validated experiment ``exp`` (with its global ``seed``) as the workflow stores them, one
+    store view per subset: facts -> store directory."""
     spec = FactsSpec.from_config(exp["dataset"]["facts"], seed=exp["seed"])
     write_facts(spec, work / "facts")
     tokenize_facts_dir(work / "facts", spec, work / "tokens")
@@ -290,77 +280,17 @@ def summary(rec: dict[str, Any]) -> str:
     for c in rec["checks"]:
         lines.append(f"  check {c['group']} {arm_name((c['precision'], c['cuda_graphs']))}, {c['steps']} steps for "
                      f"real: {c['wall_s']:.1f} s against {c['modelled_s']:.1f} s modelled "
-                     f"(x{c['wall_over_modelled']:.2f}; fixed {c['fixed_s']:.1f} s)")
+                     f"(x{c['wall_over_modelled']:.2f}; wall - model {c['fixed_s']:.1f} s)")
     return "\n".join(lines)
 
 
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m assocmem.memorisation.decisive_wall",
-                                description=__doc__.split("\n")[0])
-    p.add_argument("--config", type=Path, default=decisive.CONFIG)
-    p.add_argument("--precision", default="fp32,bf16", help="comma-separated: fp32, bf16")
-    p.add_argument("--graphs", default="off", help="comma-separated: off, on (the step in one CUDA graph: CUDA only)")
-    p.add_argument("--models", default="", help="comma-separated model names (default: every model)")
-    p.add_argument("--steps", type=int, default=30, help="timed stacked steps a group")
-    p.add_argument("--warmup", type=int, default=5, help="steps before the timed ones (a CUDA graph's capture: 4)")
-    p.add_argument("--device", default="auto", help="auto (CUDA when torch sees one), cuda or cpu")
-    p.add_argument("--check-steps", type=int, default=0,
-                   help="train the smallest group this many steps for real, in each arm")
-    p.add_argument("--out", type=Path, help="the record (JSON)")
-    p.add_argument("--dry-run", action="store_true", help="model D0 in bf16, 2 steps, a check of 2: checks it runs")
-    return p
-
-
-def arms_of(args: argparse.Namespace, device: torch.device) -> list[Arm]:
-    """The (precision, CUDA graphs) pairs the command line asks for; a one-line error for any other."""
-    precisions, graphs = args.precision.split(","), args.graphs.split(",")
-    if unknown := sorted(set(precisions) - set(PRECISION_DTYPES)):
-        raise SystemExit(f"--precision: {', '.join(unknown)}; one of {', '.join(PRECISION_DTYPES)}")
-    if unknown := sorted(set(graphs) - {"off", "on"}):
-        raise SystemExit(f"--graphs: {', '.join(unknown)}; one of off, on")
-    if "on" in graphs and device.type != "cuda":
-        raise SystemExit(f"--graphs on: CUDA graphs need a CUDA device, not {device}")
-    if "on" in graphs and args.warmup < WARMUP_STEPS + 1:
-        raise SystemExit(f"--warmup {args.warmup}: a CUDA graph is captured after {WARMUP_STEPS} eager steps; "
-                         f"at least {WARMUP_STEPS + 1}")
-    return [(p, g == "on") for p in precisions for g in graphs]
-
-
-def main(argv: list[str] | None = None) -> dict[str, Any]:
-    args = parser().parse_args(argv)
-    if args.dry_run:
-        args.models, args.precision, args.graphs = "D0", "bf16", "off"
-        args.steps, args.warmup, args.check_steps = 2, 1, 2
-    exp = column_experiment(args.config)
-    models = args.models.split(",") if args.models else list(exp["models"])
-    if unknown := sorted(set(models) - set(exp["models"])):
-        raise SystemExit(f"--models: {', '.join(unknown)} not in {args.config}")
-    device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available() else
-                          "cpu" if args.device == "auto" else args.device)
-    arms = arms_of(args, device)
-    with tempfile.TemporaryDirectory(prefix="decisive_wall_") as scratch:
-        work = Path(scratch)
-        stores = write_stores(exp, work / "data")
-        costs = measure(exp, stores, arms, device.type, models, args.steps, args.warmup, work)
-        rates = product_rates(device, list(dict.fromkeys(p for p, _ in arms)))
-        checks = []
-        for arm in arms if args.check_steps else []:
-            smallest = min((c for c in costs if (c.precision, c.cuda_graphs) == arm),
-                           key=lambda c: (c.n_params, c.n_facts))
-            checks.append(check_run(exp, smallest, stores[smallest.n_facts], device.type, args.check_steps,
-                                    work / "check" / arm_name(arm)))
-    config = args.config.resolve()
+def record(costs: list[GroupCost], checks: list[dict[str, Any]], exp: dict[str, Any], rates: dict[str, float],
+           device: torch.device, config: Path, steps: int, warmup: int) -> dict[str, Any]:
+    """The record of a measurement: the machine, the costs, the projection by the rule and the checks."""
+    config = config.resolve()
     shown = config.relative_to(decisive.ROOT) if config.is_relative_to(decisive.ROOT) else config
-    rec = {"commit": decisive._commit(), "date": datetime.date.today().isoformat(), "config": str(shown),
-           "host_cpu": cpu_model_and_flags()[0], "torch": torch.__version__,
-           "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
-           "goal_s": GOAL_S, "steps_timed": args.steps, "warmup_steps": args.warmup, "rates_flops": rates,
-           "costs": [asdict(c) for c in costs], "projection": project(costs, exp, rates), "checks": checks}
-    if args.out:
-        write_json(args.out, rec)
-    print(summary(rec))
-    return rec
-
-
-if __name__ == "__main__":
-    main()
+    return {"commit": decisive._commit(), "date": datetime.date.today().isoformat(), "config": str(shown),
+            "host_cpu": cpu_model_and_flags()[0], "torch": torch.__version__,
+            "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+            "goal_s": GOAL_S, "steps_timed": steps, "warmup_steps": warmup, "rates_flops": rates,
+            "costs": [asdict(c) for c in costs], "projection": project(costs, exp, rates), "checks": checks}

@@ -8,8 +8,9 @@ A replay reads static buffers: the replicas' batches padded to (K, rows, width) 
 replica's batch wholly unscored), each replica's loss scale (1 / its scored targets), which replicas are active, the
 largest learning rate (AdamW's, a device scalar) and each replica's share of it. Where the eager stacked step takes
 a shortcut on the host (no rescaling when every replica has the same learning rate), the graph always rescales:
-``lerp`` toward the weights before the step by 1 - lr_k / lr_max, which is 0 (the step as taken, exactly) or 1
-(the old weight, exactly: a frozen replica) in every case the trainer produces, and the exact linear share between.
+``lerp`` toward the weights before the step by 1 - lr_k / lr_max: 0 for a replica at the largest rate (the step as
+taken, exactly), 1 for a frozen one (its old weight, exactly) and the share between for a replica whose own schedule
+gives it a lower rate (AdamW's change is linear in lr; to rounding, as the eager step's rescaling).
 The first steps run the same code on a side stream without a graph (CUDA needs them before a capture); off CUDA
 nothing is captured and every step runs that code eagerly, which is what the CPU tests check against the eager
 stacked step."""

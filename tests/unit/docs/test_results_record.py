@@ -625,11 +625,14 @@ def test_the_decisive_walls_cpu_record_is_its_own_arithmetic_and_the_docs_quote_
     """docs/results/memorisation_decisive_wall_cpu.json (issue 41): today's projection of the record's measured
     group costs gives its projection (the rule's verdicts included), its check's model is the record's costs at the
     check's steps, and docs/results.md and benchmarks/README.md quote the costs and the check."""
+    from assocmem.config import load_config, load_schema
     from assocmem.memorisation import decisive_wall as dw
+    from assocmem.schemas import config_schema_path
 
     rec = _load("memorisation_decisive_wall_cpu.json")
     costs = [dw.GroupCost(**c) for c in rec["costs"]]
-    today = json.loads(json.dumps(dw.project(costs, dw.column_experiment(), rec["rates_flops"])))
+    (exp,) = load_config(ROOT / rec["config"], load_schema(config_schema_path()))["experiments"].values()
+    today = json.loads(json.dumps(dw.project(costs, exp, rec["rates_flops"])))
     assert _close(today, rec["projection"])
     (check,) = rec["checks"]
     cost = next(c for c in costs if f"{c.model}/{c.n_facts}" == check["group"])

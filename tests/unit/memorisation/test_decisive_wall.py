@@ -6,15 +6,20 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 
 import pytest
 import torch
+from helpers import ROOT
 from hypothesis import given
 from hypothesis import strategies as st
 
 from assocmem.memorisation import decisive, decisive_floor
 from assocmem.memorisation import decisive_wall as dw
 from assocmem.memorisation import power_alternatives as pa
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import bench_decisive_wall as bench  # noqa: E402 (the command, beside the benchmarks)
 
 TINY = """
 seed: 3
@@ -45,7 +50,7 @@ experiments:
 
 @pytest.fixture(scope="module")
 def column():
-    return dw.column_experiment()
+    return bench.column_experiment()
 
 
 def cost(n_params: int, n_facts: int, step_s: float = 1e-3, evaluation_s: float = 0.1, checkpoint_s: float = 0.5,
@@ -146,7 +151,7 @@ def test_each_precision_is_projected_from_its_own_costs(column):
 def tiny(tmp_path_factory):
     work = tmp_path_factory.mktemp("tiny")
     (work / "tiny.yaml").write_text(TINY)
-    exp = dw.column_experiment(work / "tiny.yaml")
+    exp = bench.column_experiment(work / "tiny.yaml")
     return exp, dw.write_stores(exp, work / "data"), work
 
 
@@ -192,7 +197,7 @@ def test_the_command_records_and_prints_the_projection(tmp_path, monkeypatch, co
     monkeypatch.setattr(dw, "write_stores", lambda exp, work: {8192: work, 16384: work})
     monkeypatch.setattr(dw, "measure", lambda *a, **k: every_group(step_s=3e-3))
     monkeypatch.setattr(dw, "product_rates", lambda device, precisions: {"bf16": 1e15})
-    rec = dw.main(["--precision", "bf16", "--out", str(tmp_path / "wall.json"), "--device", "cpu"])
+    rec = bench.main(["--precision", "bf16", "--out", str(tmp_path / "wall.json"), "--device", "cpu"])
     assert json.loads((tmp_path / "wall.json").read_text())["projection"][0]["verdict"] == "cannot fit"
     assert rec["checks"] == [] and len(rec["costs"]) == 30 and rec["device_name"] == "cpu"
 
@@ -204,13 +209,13 @@ def test_the_command_records_and_prints_the_projection(tmp_path, monkeypatch, co
     (["--precision", "fp16"], "cpu", "--precision: fp16; one of fp32, bf16")])
 def test_the_arms_asked_for_are_checked_in_one_line(argv, device, message):
     with pytest.raises(SystemExit, match=message):
-        dw.arms_of(dw.parser().parse_args(argv), torch.device(device))
-    ok = dw.parser().parse_args(["--precision", "fp32,bf16", "--graphs", "off,on"])
-    assert dw.arms_of(ok, torch.device("cuda")) == [("fp32", False), ("fp32", True), ("bf16", False), ("bf16", True)]
+        bench.arms_of(bench.parser().parse_args(argv), torch.device(device))
+    ok = bench.parser().parse_args(["--precision", "fp32,bf16", "--graphs", "off,on"])
+    assert bench.arms_of(ok, torch.device("cuda")) == [("fp32", False), ("fp32", True), ("bf16", False), ("bf16", True)]
 
 
 @pytest.mark.parametrize(("flag", "value", "message"), [("--models", "D0,X9", "X9 not in"),
                                                         ("--precision", "fp16", "fp16; one of fp32, bf16")])
 def test_unknown_models_and_precisions_are_refused_in_one_line(flag, value, message, capsys):
     with pytest.raises(SystemExit, match=message):
-        dw.main([flag, value])
+        bench.main([flag, value])

@@ -1,0 +1,100 @@
+"""The decisive memorisation column's wall on this machine, measured with the trainer that would run it (issue 41):
+each (model, subset) group of config/memorisation_decisive.yaml timed as a stacked job, the column projected per
+overhead truth and judged by the rule that :mod:`assocmem.memorisation.decisive_wall` states (fits one group after
+another / cannot fit on this device / open), and with ``--check-steps`` the smallest group trained for real against
+the projection, in each arm (precision, CUDA graphs). benchmarks/gpu_check.sh runs it on the GPU machine.
+
+    python benchmarks/bench_decisive_wall.py --precision bf16 --graphs off,on --check-steps 2000 --out wall.json
+    python benchmarks/bench_decisive_wall.py --models D0 --precision fp32 --steps 100 --check-steps 24000 \\
+        --out docs/results/memorisation_decisive_wall_cpu.json      # the CPU record
+    python benchmarks/bench_decisive_wall.py --dry-run               # one model, a few steps, on any device
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from assocmem.config import load_config, load_schema
+from assocmem.io import write_json
+from assocmem.memorisation import decisive
+from assocmem.memorisation import decisive_wall as dw
+from assocmem.schemas import config_schema_path
+from assocmem.train.graphed import WARMUP_STEPS
+
+
+def column_experiment(config: Path = decisive.CONFIG) -> dict[str, Any]:
+    """The column's validated experiment (schema defaults filled), with the config's global seed."""
+    loaded = load_config(config, load_schema(config_schema_path()))
+    (exp,) = loaded["experiments"].values()
+    return {**exp, "seed": loaded["seed"]}
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="benchmarks/bench_decisive_wall.py",
+                                description=__doc__.split("\n")[0])
+    p.add_argument("--config", type=Path, default=decisive.CONFIG)
+    p.add_argument("--precision", default="fp32,bf16", help="comma-separated: fp32, bf16")
+    p.add_argument("--graphs", default="off", help="comma-separated: off, on (the step in one CUDA graph: CUDA only)")
+    p.add_argument("--models", default="", help="comma-separated model names (default: every model)")
+    p.add_argument("--steps", type=int, default=30, help="timed turns of the loop a group")
+    p.add_argument("--warmup", type=int, default=5, help="steps before the timed ones (a CUDA graph's capture: 4)")
+    p.add_argument("--device", default="auto", help="auto (CUDA when torch sees one), cuda or cpu")
+    p.add_argument("--check-steps", type=int, default=0,
+                   help="train the smallest group this many steps for real, in each arm")
+    p.add_argument("--out", type=Path, help="the record (JSON)")
+    p.add_argument("--dry-run", action="store_true", help="model D0 in bf16, 2 steps, a check of 2: checks it runs")
+    return p
+
+
+def arms_of(args: argparse.Namespace, device: torch.device) -> list[dw.Arm]:
+    """The (precision, CUDA graphs) pairs the command line asks for; a one-line error for any other."""
+    precisions, graphs = args.precision.split(","), args.graphs.split(",")
+    if unknown := sorted(set(precisions) - set(dw.PRECISION_DTYPES)):
+        raise SystemExit(f"--precision: {', '.join(unknown)}; one of {', '.join(dw.PRECISION_DTYPES)}")
+    if unknown := sorted(set(graphs) - {"off", "on"}):
+        raise SystemExit(f"--graphs: {', '.join(unknown)}; one of off, on")
+    if "on" in graphs and device.type != "cuda":
+        raise SystemExit(f"--graphs on: CUDA graphs need a CUDA device, not {device}")
+    if "on" in graphs and args.warmup < WARMUP_STEPS + 1:
+        raise SystemExit(f"--warmup {args.warmup}: a CUDA graph is captured after {WARMUP_STEPS} eager steps; "
+                         f"at least {WARMUP_STEPS + 1}")
+    return [(p, g == "on") for p in precisions for g in graphs]
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    args = parser().parse_args(argv)
+    if args.dry_run:
+        args.models, args.precision, args.graphs = "D0", "bf16", "off"
+        args.steps, args.warmup, args.check_steps = 2, 1, 2
+    exp = column_experiment(args.config)
+    models = args.models.split(",") if args.models else list(exp["models"])
+    if unknown := sorted(set(models) - set(exp["models"])):
+        raise SystemExit(f"--models: {', '.join(unknown)} not in {args.config}")
+    device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available() else
+                          "cpu" if args.device == "auto" else args.device)
+    arms = arms_of(args, device)
+    with tempfile.TemporaryDirectory(prefix="decisive_wall_") as scratch:
+        work = Path(scratch)
+        stores = dw.write_stores(exp, work / "data")
+        costs = dw.measure(exp, stores, arms, device.type, models, args.steps, args.warmup, work)
+        rates = dw.product_rates(device, list(dict.fromkeys(p for p, _ in arms)))
+        checks = []
+        for arm in arms if args.check_steps else []:
+            smallest = min((c for c in costs if (c.precision, c.cuda_graphs) == arm),
+                           key=lambda c: (c.n_params, c.n_facts))
+            checks.append(dw.check_run(exp, smallest, stores[smallest.n_facts], device.type, args.check_steps,
+                                       work / "check" / dw.arm_name(arm)))
+    rec = dw.record(costs, checks, exp, rates, device, args.config, args.steps, args.warmup)
+    if args.out:
+        write_json(args.out, rec)
+    print(dw.summary(rec))
+    return rec
+
+
+if __name__ == "__main__":
+    main()
