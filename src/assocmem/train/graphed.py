@@ -12,6 +12,7 @@ is what the CPU tests check against the eager step of :class:`~assocmem.train.lo
 from __future__ import annotations
 
 import logging
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any
 
@@ -37,7 +38,7 @@ def on_side_stream(work: Callable[[], None]) -> None:
     torch.cuda.current_stream().wait_stream(side)
 
 
-class CapturedStep:
+class CapturedStep(ABC):
     """An optimizer step over static buffers (``inputs``, ``optimizer``) that runs eagerly off CUDA, eagerly on a
     side stream for its first steps on CUDA, then is captured once in a CUDA graph and replayed. A subclass fills
     its buffers and defines :meth:`_body`, what the graph holds."""
@@ -61,8 +62,9 @@ class CapturedStep:
         else:
             self._capture()
 
+    @abstractmethod
     def _body(self) -> None:
-        raise NotImplementedError
+        """What the graph holds: the step's work over the static buffers."""
 
     def _eager(self) -> None:
         self.optimizer.zero_grad(set_to_none=True)

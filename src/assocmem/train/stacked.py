@@ -163,18 +163,26 @@ class StackedTraining:
         optimizer.zero_grad(set_to_none=True)
         return total, counts  # no host sync: the losses are read at evaluations
 
-    def run(self) -> list[dict]:
-        s, device, k = self.settings, self.device, len(self.jobs)
+    def prepare(self) -> tuple[Optimizer, int, torch.Tensor]:
+        """The stack in training mode and its optimizer, at the replicas' initial weights or where the group's
+        checkpoint left them, with the step's path (one CUDA graph, compiled or eager) chosen; returns the optimizer,
+        the step to train from and the training NLL not yet in a RunState."""
+        s, device = self.settings, self.device
         self.models = self._models()
-        self.stack = stack = StackedDecoder(self.models).to(device)
-        optimizer = stacked_optimizer(stack, s.weight_decay, s.lr, (s.beta1, s.beta2), device)
-        step, pending = self._start(optimizer)  # pending: training NLL not yet in a RunState
+        self.stack = StackedDecoder(self.models).to(device).train()
+        optimizer = stacked_optimizer(self.stack, s.weight_decay, s.lr, (s.beta1, s.beta2), device)
+        step, pending = self._start(optimizer)
         self._graphed = self._graphed_step(optimizer)
-        self._forward = torch.compile(stack) if s.compile and self._graphed is None else None
+        self._forward = torch.compile(self.stack) if s.compile and self._graphed is None else None
+        self.autocast = self.jobs[0]._autocast(device)
+        return optimizer, step, pending
+
+    def run(self) -> list[dict]:
+        s, k = self.settings, len(self.jobs)
+        optimizer, step, pending = self.prepare()
         active = [not summary and not job._stopped(state)
                   for job, state, summary in zip(self.jobs, self.states, self.summaries, strict=True)]
-        self.autocast, self.peak = self.jobs[0]._autocast(device), measure_peak_flops(device)
-        stack.train()
+        self.peak = measure_peak_flops(self.device)
         progress = bar(total=max(job.settings.max_steps for job in self.jobs), initial=step,
                        desc=f"train stacked x{k}", unit="step")
         clock = time.perf_counter()

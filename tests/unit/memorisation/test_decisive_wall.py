@@ -122,6 +122,18 @@ def test_the_projection_decides_by_the_rule(column):
     assert {row["verdict"] for row in middling} == {"open"}
 
 
+def test_the_verdict_is_read_again_with_the_walls_scaled_by_the_models_error(column):
+    rows = dw.project(every_group(step_s=1e-4, evaluation_s=0.0, checkpoint_s=0.0), column, {"bf16": 1e18})
+    for row in rows:
+        assert set(row["verdict_if_walls_scaled"]) == {str(f) for f in dw.MODEL_ERROR_SCALES}
+        for factor, rule in row["verdict_if_walls_scaled"].items():
+            f = float(factor)
+            assert rule == dw.verdict(f * row["serial_s"], f * row["longest_group_s"], row["floor_s"])
+    # near the goal the verdict rests on the model: one after another in 475-685 s, so some truth fits as measured
+    # and is open at 1.25x
+    assert any(r["verdict"] == "fits" and r["verdict_if_walls_scaled"]["1.25"] == "open" for r in rows)
+
+
 def test_a_projection_of_some_groups_only_reads_cannot_fit_or_incomplete(column):
     some = [c for c in every_group(step_s=1e-6, evaluation_s=0.0, checkpoint_s=0.0) if c.n_params < 100_000]
     rows = dw.project(some, column, {"bf16": 1e18})
