@@ -652,3 +652,6 @@ def test_the_decisive_walls_cpu_record_is_its_own_arithmetic_and_the_docs_quote_
     assert f"commit {rec['commit']}, fp32, model D0: a turn of 8 replicas {1e3 * by_facts[8192].step_s:.1f} ms" in bench
     longest = rec["projection"][0]["longest_group_s"] / 60
     assert f"alone, 256,000 steps under every truth, takes {longest:.0f} minutes" in section
+    assert {row["verdict"] for row in rec["projection"]} == {"cannot fit"}
+    assert {v for row in rec["projection"] for v in row["verdict_if_walls_scaled"].values()} == {"cannot fit"}
+    assert f"takes {longest:.0f} minutes: cannot fit, at either scale" in section
