@@ -2,9 +2,12 @@
 each (model, subset) group of config/memorisation_decisive.yaml timed as a stacked job, the column projected per
 overhead truth and judged by the rule that :mod:`assocmem.memorisation.decisive_wall` states (fits one group after
 another / cannot fit on this device / open), and with ``--check-steps`` the smallest group trained for real against
-the projection, in each arm (precision, CUDA graphs). benchmarks/gpu_check.sh runs it on the GPU machine.
+the projection, in each arm (precision, CUDA graphs). With ``--share 2,4,8`` the smallest and the largest model's
+groups also step 2, 4 and 8 at once, one process each, and the projection's ``open`` rows are read again by the
+sharing rule of :mod:`assocmem.memorisation.decisive_sharing`. benchmarks/gpu_check.sh runs it on the GPU machine.
 
-    python benchmarks/bench_decisive_wall.py --precision bf16 --graphs off,on --check-steps 2000 --out wall.json
+    python benchmarks/bench_decisive_wall.py --precision bf16 --graphs off,on --check-steps 2000 --share 2,4,8 \
+        --out wall.json
     python benchmarks/bench_decisive_wall.py --models D0 --precision fp32 --steps 100 --check-steps 24000 \\
         --out docs/results/memorisation_decisive_wall_cpu.json      # the CPU record
     python benchmarks/bench_decisive_wall.py --dry-run               # one model, a few steps, on any device
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import tempfile
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +26,7 @@ import torch
 from assocmem.config import load_config, load_schema
 from assocmem.io import write_json
 from assocmem.memorisation import decisive
+from assocmem.memorisation import decisive_sharing as ds
 from assocmem.memorisation import decisive_wall as dw
 from assocmem.schemas import config_schema_path
 from assocmem.train.graphed import WARMUP_STEPS
@@ -46,8 +51,14 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="auto", help="auto (CUDA when torch sees one), cuda or cpu")
     p.add_argument("--check-steps", type=int, default=0,
                    help="train the smallest group this many steps for real, in each arm")
+    p.add_argument("--share", default="", help="comma-separated levels: groups stepping at once, one process each "
+                   "(default: none)")
+    p.add_argument("--share-models", default="",
+                   help="comma-separated models whose groups share (default: the smallest and the largest measured)")
+    p.add_argument("--share-window", type=float, default=3.0, help="seconds of stepping timed at each level")
     p.add_argument("--out", type=Path, help="the record (JSON)")
-    p.add_argument("--dry-run", action="store_true", help="model D0 in bf16, 2 steps, a check of 2: checks it runs")
+    p.add_argument("--dry-run", action="store_true",
+                   help="model D0 in bf16, 2 steps, a check of 2, two groups sharing for 0.5 s: checks it runs")
     return p
 
 
@@ -66,11 +77,36 @@ def arms_of(args: argparse.Namespace, device: torch.device) -> list[dw.Arm]:
     return [(p, g == "on") for p in precisions for g in graphs]
 
 
+def share_levels(text: str) -> list[int]:
+    """--share's levels; a one-line error for anything but whole numbers of at least 2."""
+    try:
+        levels = [int(level) for level in text.split(",") if level]
+    except ValueError:
+        raise SystemExit(f"--share {text}: comma-separated whole numbers of at least 2") from None
+    if any(level < 2 for level in levels):
+        raise SystemExit(f"--share {text}: comma-separated whole numbers of at least 2")
+    return levels
+
+
+def sharing_models(args: argparse.Namespace, exp: dict[str, Any]) -> list[str]:
+    """The models --share-models names (none: the smallest and the largest measured, once measured)."""
+    chosen = [m for m in args.share_models.split(",") if m]
+    if unknown := sorted(set(chosen) - set(exp["models"])):
+        raise SystemExit(f"--share-models: {', '.join(unknown)} not in {args.config}")
+    return chosen
+
+
+def smallest_and_largest(costs: list[dw.GroupCost]) -> list[str]:
+    sizes = sorted({(c.n_params, c.model) for c in costs})
+    return list(dict.fromkeys([sizes[0][1], sizes[-1][1]]))
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parser().parse_args(argv)
     if args.dry_run:
         args.models, args.precision, args.graphs = "D0", "bf16", "off"
         args.steps, args.warmup, args.check_steps = 2, 1, 2
+        args.share, args.share_models, args.share_window = "2", "", 0.5
     exp = column_experiment(args.config)
     models = args.models.split(",") if args.models else list(exp["models"])
     if unknown := sorted(set(models) - set(exp["models"])):
@@ -78,21 +114,43 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available() else
                           "cpu" if args.device == "auto" else args.device)
     arms = arms_of(args, device)
+    levels, share_models = share_levels(args.share), sharing_models(args, exp)
     with tempfile.TemporaryDirectory(prefix="decisive_wall_") as scratch:
         work = Path(scratch)
         stores = dw.write_stores(exp, work / "data")
         costs = dw.measure(exp, stores, arms, device.type, models, args.steps, args.warmup, work)
         rates = dw.product_rates(device, list(dict.fromkeys(p for p, _ in arms)))
-        checks = []
+        checks: list[dict[str, Any]] = []
+        publish = partial(write_record, args, costs, checks, exp, rates, device)
+        publish([], "costs")  # each stage's record as soon as it is measured: a time cap keeps what came before
         for arm in arms if args.check_steps else []:
             smallest = min((c for c in costs if (c.precision, c.cuda_graphs) == arm),
                            key=lambda c: (c.n_params, c.n_facts))
             checks.append(dw.check_run(exp, smallest, stores[smallest.n_facts], device.type, args.check_steps,
                                        work / "check" / dw.arm_name(arm)))
+            publish([], "checks")
+        n_facts, share_models = max(stores), share_models or smallest_and_largest(costs)
+        shared = [turns for arm in arms if levels for model in share_models
+                  for turns in ds.measure_sharing(exp, stores[n_facts], model, n_facts, arm, device.type, levels,
+                                                  args.share_window, args.warmup, work / "share")]
+        rec = publish(shared, "complete")
+    print(dw.summary(rec))
+    if shared:
+        print(ds.summary(rec))
+    return rec
+
+
+def write_record(args: argparse.Namespace, costs: list[dw.GroupCost], checks: list[dict[str, Any]],
+                 exp: dict[str, Any], rates: dict[str, float], device: torch.device, shared: list[ds.SharedTurns],
+                 stage: str) -> dict[str, Any]:
+    """The record as measured so far (``stage``: costs, checks or complete), written to --out where given."""
     rec = dw.record(costs, checks, exp, rates, device, args.config, args.steps, args.warmup)
+    rec["stage"] = stage
+    if shared:
+        rec["sharing"] = ds.record(shared, args.share_window)
+        ds.read_projection(rec["projection"], shared)
     if args.out:
         write_json(args.out, rec)
-    print(dw.summary(rec))
     return rec
 
 

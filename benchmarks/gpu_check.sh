@@ -18,8 +18,10 @@
 #   the decisive memorisation column's floor: its training FLOPs at the fp32, TF32 and bf16 product rates measured
 #   here (assocmem.memorisation.decisive_floor --measure): whether it could fit in 10 minutes at all; and its wall
 #   in bf16 by its own trainer's measured costs, each of its 30 stacked groups timed eager and in one CUDA graph, and
-#   the smallest trained 2,000 steps for real in each against the cost model (benchmarks/bench_decisive_wall.py;
-#   record $OUT/decisive_wall.json).
+#   the smallest trained 2,000 steps for real in each against the cost model, and the smallest and the largest
+#   model's groups stepping 1, 2, 4 and 8 at once, one process each, for the rows the wall's rule leaves open
+#   (benchmarks/bench_decisive_wall.py, assocmem.memorisation.decisive_sharing; record $OUT/decisive_wall.json,
+#   written after each stage).
 # --dry-run: the same path on the CPU with tiny shapes and a few steps, no wheels, no main run (seconds).
 # PARTS="tests knn main l4 gpt2-eager gpt2-compile stacked decisive" (the default: all) runs only the parts it names.
 set -u
@@ -140,8 +142,9 @@ fi
 if ! want decisive; then
   echo "skip the decisive column's wall: not in PARTS"
 else  # bf16 only: in fp32 the floor alone (23.7-27.8 min on an H200) exceeds the goal
-  part 240 "decisive column wall" python3 benchmarks/bench_decisive_wall.py --out "$OUT/decisive_wall.json" \
-    $([ $DRY = 1 ] && echo --dry-run || echo --precision bf16 --graphs off,on --check-steps 2000)
+  part 330 "decisive column wall" python3 benchmarks/bench_decisive_wall.py --out "$OUT/decisive_wall.json" \
+    $([ $DRY = 1 ] && echo --dry-run || echo --precision bf16 --graphs off,on --check-steps 2000 --share 2,4,8 \
+                                             --share-window 2)
 fi
 
 say "table"

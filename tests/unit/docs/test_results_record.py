@@ -655,3 +655,7 @@ def test_the_decisive_walls_cpu_record_is_its_own_arithmetic_and_the_docs_quote_
     assert {row["verdict"] for row in rec["projection"]} == {"cannot fit"}
     assert {v for row in rec["projection"] for v in row["verdict_if_walls_scaled"].values()} == {"cannot fit"}
     assert f"takes {longest:.0f} minutes: cannot fit, at either scale" in section
+    turns = [sum(g["steps"] for g in row["by_group"]) for row in rec["projection"]]
+    assert f"the column is {min(turns):,}–{max(turns):,} turns (b = 1 to 2" in section
+    assert f"need a turn of {600e3 / min(turns):.2f}–{600e3 / max(turns):.2f} ms" in section
+    assert f"gain ×{min(turns) * 1e-3 / 600:.1f}–{max(turns) * 1e-3 / 600:.1f} in throughput" in section

@@ -24,6 +24,8 @@ def test_the_gpu_check_passes_its_dry_run(tmp_path) -> None:
     assert "decisive column on cpu" in result.stdout and "check D0/8192 bf16, 2 steps for real" in result.stdout
     wall = json.loads((tmp_path / "decisive_wall.json").read_text())
     assert [(c["model"], c["precision"]) for c in wall["costs"]] == [("D0", "bf16")] * 2
+    assert "groups sharing the device" in result.stdout
+    assert wall["stage"] == "complete" and [t["copies"] for t in wall["sharing"]["turns"]] == [1, 2]
     assert any(line.startswith(("skip stacked replicas", "== t=")) for line in lines)
 
 

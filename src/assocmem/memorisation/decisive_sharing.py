@@ -1,0 +1,232 @@
+"""The decisive memorisation column with groups sharing one device (issue 41: "the decisive memorisation column in
+≤ 10 minutes on one GPU"): what :mod:`assocmem.memorisation.decisive_wall`'s verdict ``open`` leaves unmeasured.
+
+``open`` says: one group after another takes longer than the goal, but no group alone and no FLOP floor does, so the
+column could fit only if groups stepping at once (the workflow runs GPU jobs side by side unless
+``--resources gpu=1`` limits them) gained enough throughput. This module measures that gain as the workflow would
+get it: ``copies`` processes, each one group (8 stacked seeds, built as its job builds them) in its own process,
+step at once for a window of wall time, each counting the turns of its own loop (``StackedTraining.loop_step``,
+the device synchronised at the window's end). Levels 1 (alone, the same method) to the largest asked run in one set
+of worker processes, the workers above a level waiting idle, so every level has the same start-up; at level m each
+stepping copy uses 1/m of the host's cores (alone: all of them, as the wall's own measurement). A level's slowdown is
+the mean turn of its groups over the turn alone; its throughput gain is level / slowdown.
+
+Two bounds then read the column at each measured level ``m``, from the groups' walls one at a time (``walls``):
+
+- **upper** (any greedy order of the jobs, as Snakemake's scheduler runs them): with at most m groups at once and
+  every group slowed by at most s_hi(m), the largest slowdown measured at m (over the shapes measured), Graham's
+  list-scheduling bound gives a makespan ≤ (sum(walls) / m + max(walls) × (1 − 1/m)) × s_hi(m);
+- **lower** (any schedule with at most the largest measured level at once): the longest group takes at least its
+  wall, and the column at least sum(walls) / G, G the largest throughput gain measured (with each level's smallest
+  slowdown over the shapes).
+
+The rule, stated before any GPU run of this measurement: the column **fits with sharing** where some level's upper
+bound is within the goal; it does **not fit up to m copies** (m the largest measured) where the lower bound exceeds
+the goal; it stays **open** between. Assumed, and named in the record: a group's slowdown with fewer groups at once
+is no larger than with m (the tail of a schedule), groups of other shapes slow each other as the measured shapes'
+copies do (the smallest and the largest model are measured, bracketing the column), and the gain between two measured
+levels is no larger than the larger of theirs. Verdicts ``fits`` and ``cannot fit`` of the wall's own rule stand as
+they are; the sharing rule reads only the rows it leaves ``open``.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import queue
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from assocmem.errors import AssocmemError
+from assocmem.memorisation.decisive_wall import (
+    GOAL_S,
+    MODEL_ERROR_SCALES,
+    NEVER,
+    Arm,
+    arm_name,
+    group_jobs,
+    n_parameters,
+)
+from assocmem.train.stacked import StackedTraining
+
+ASSUMPTIONS = (
+    "a group's slowdown with fewer groups at once is no larger than with the level's number",
+    "groups of other shapes slow each other as the measured shapes' copies do",
+    "the throughput gain between two measured levels is no larger than the larger of theirs",
+)
+TIMEOUT_S = 600.0  # the longest wait for a worker's report: its start (torch, CUDA, the group's jobs) or a window
+
+
+@dataclass(frozen=True)
+class SharedTurns:
+    """A group's turn while ``copies`` groups of its shape step at once, one process each."""
+
+    model: str
+    n_params: int
+    n_facts: int
+    precision: str
+    cuda_graphs: bool
+    copies: int
+    turn_s: float  # the mean over the copies of their turns' wall time in the window
+    turns: int  # turns the copies stepped in the window, in all
+
+
+def measure_sharing(exp: dict[str, Any], store: Path, model: str, n_facts: int, arm: Arm, device: str,
+                    levels: list[int], window_s: float, warmup: int, work: Path) -> list[SharedTurns]:
+    """The group (``model``, ``n_facts``: facts in ``store``) in ``arm`` at each level of sharing (1 and
+    ``levels``), by worker processes (one per copy at the largest level) that start once."""
+    levels = sorted({1, *levels})
+    copies = levels[-1]
+    context = mp.get_context("spawn")  # a fresh interpreter per worker, as each workflow job is (CUDA needs it)
+    barrier, results = context.Barrier(copies), context.Queue()
+    workers = [context.Process(target=_worker, daemon=True,
+                               args=(exp, store, model, arm, device, levels, window_s, warmup,
+                                     work / f"{arm_name(arm)}_{model}_{n_facts}" / f"copy{i}", i, copies, barrier,
+                                     results))
+               for i in range(copies)]
+    for worker in workers:
+        worker.start()
+    try:
+        rows = [_receive(results, workers, f"{model}/{n_facts}") for _ in range(sum(levels))]
+    finally:
+        for worker in workers:
+            worker.join(timeout=30)
+            if worker.is_alive():
+                worker.terminate()
+    n_params = n_parameters(group_jobs(exp, model, store, arm, device, work / "shape")[0])
+    return [SharedTurns(model, n_params, n_facts, arm[0], arm[1], level,
+                        sum(r[2] for r in at) / len(at), sum(r[3] for r in at))
+            for level in levels for at in [[r for r in rows if r[0] == level]]]
+
+
+def _receive(results, workers: list, group: str) -> tuple[int, int, float, int]:
+    """One worker's (level, copy, turn seconds, turns); a worker's failure, or its death, as a one-line error."""
+    deadline = time.monotonic() + TIMEOUT_S
+    while True:
+        try:
+            row = results.get(timeout=1.0)
+            break
+        except queue.Empty:
+            if dead := [i for i, w in enumerate(workers) if w.exitcode not in (None, 0)]:
+                raise AssocmemError(f"sharing measurement of {group}: copy {dead[0]} died (exit code "
+                                    f"{workers[dead[0]].exitcode})") from None
+            if time.monotonic() > deadline:
+                raise AssocmemError(f"sharing measurement of {group}: no worker reported within {TIMEOUT_S:.0f} s"
+                                    ) from None
+    if row[0] == "error":
+        raise AssocmemError(f"sharing measurement of {group}: copy {row[1]} failed: {row[2]}")
+    return row
+
+
+def _worker(exp, store, model, arm, device, levels, window_s, warmup, work, index, copies, barrier, results) -> None:
+    """One copy: its group built and warmed up, then at each level a window of turns where ``index`` < level
+    (idle otherwise), the copies meeting at the barrier before and after each window."""
+    try:
+        jobs = group_jobs(exp, model, store, arm, device, work, eval_interval=NEVER)
+        training = StackedTraining(jobs)
+        optimizer, _, pending = training.prepare()
+        active = [True] * len(jobs)
+        for step in range(warmup):
+            training.loop_step(optimizer, step, active, pending, time.perf_counter())
+        step = warmup
+        for level in levels:
+            barrier.wait(timeout=TIMEOUT_S)
+            if index < level:
+                torch.set_num_threads(max(1, (os.cpu_count() or 1) // level))  # the host's cores, shared
+                turns, seconds = _window(training, optimizer, step, active, pending, window_s)
+                step += turns
+                results.put((level, index, seconds / turns, turns))
+            barrier.wait(timeout=TIMEOUT_S)
+    except Exception as error:  # reported to the parent in one line; the other copies' barrier is released
+        barrier.abort()
+        results.put(("error", index, f"{type(error).__name__}: {error}"))
+
+
+def _window(training: StackedTraining, optimizer, step: int, active: list[bool], pending: torch.Tensor,
+            window_s: float) -> tuple[int, float]:
+    """Turns of the loop for ``window_s`` seconds of wall time: (turns, seconds to the last one's end)."""
+    device = training.device
+    sync = torch.cuda.synchronize if device.type == "cuda" else lambda *_: None
+    sync(device)
+    start = time.perf_counter()
+    turns = 0
+    while time.perf_counter() - start < window_s:
+        training.loop_step(optimizer, step + turns, active, pending, start)
+        turns += 1
+    sync(device)
+    return turns, time.perf_counter() - start
+
+
+def slowdowns(shared: list[SharedTurns], arm: Arm) -> dict[int, tuple[float, float]]:
+    """Per level of sharing: the smallest and the largest slowdown of a group over the shapes measured in ``arm``
+    (its turn at that level over its turn alone)."""
+    mine = [s for s in shared if (s.precision, s.cuda_graphs) == arm]
+    alone = {(s.model, s.n_facts): s.turn_s for s in mine if s.copies == 1}
+    by_level: dict[int, list[float]] = {}
+    for s in mine:
+        by_level.setdefault(s.copies, []).append(s.turn_s / alone[(s.model, s.n_facts)])
+    return {level: (min(v), max(v)) for level, v in sorted(by_level.items())}
+
+
+def makespan_bounds(walls: list[float], level: int, slowdown: float) -> float:
+    """Graham's bound on a greedy schedule of ``walls`` with at most ``level`` at once, each slowed by at most
+    ``slowdown``: no schedule the workflow's scheduler picks takes longer."""
+    return (sum(walls) / level + max(walls) * (1 - 1 / level)) * slowdown
+
+
+def lower_bound(walls: list[float], gain: float) -> float:
+    """No schedule with a throughput gain of at most ``gain`` takes less: the longest group alone, or all of them at
+    that gain."""
+    return max(max(walls), sum(walls) / gain)
+
+
+def sharing_verdict(walls: list[float], slow: dict[int, tuple[float, float]], goal_s: float = GOAL_S) -> dict:
+    """The sharing rule (module docstring) on one column's group walls, at the measured levels."""
+    upper = {level: makespan_bounds(walls, level, hi) for level, (_, hi) in slow.items()}
+    gain = max(level / lo for level, (lo, _) in slow.items())
+    lower = lower_bound(walls, gain)
+    fitting = [level for level, bound in upper.items() if bound <= goal_s]
+    top = max(slow)
+    rule = (f"fits with {min(fitting)} at once" if fitting else
+            f"does not fit up to {top} at once" if lower > goal_s else "open")
+    return {"rule": rule, "upper_s": {str(k): v for k, v in upper.items()}, "lower_s": lower, "best_gain": gain}
+
+
+def read_projection(projection: list[dict[str, Any]], shared: list[SharedTurns]) -> None:
+    """Add to each row of decisive_wall's projection that its rule leaves ``open`` the sharing rule's reading, as
+    measured and with the walls scaled by the model's error; the other rows keep their verdict."""
+    for row in projection:
+        arm = (row["precision"], row["cuda_graphs"])
+        slow = slowdowns(shared, arm)
+        if row["verdict"] != "open" or len(slow) < 2:
+            row["verdict_with_sharing"] = row["verdict"]
+            continue
+        walls = [w["wall_s"] for w in row["by_group"]]
+        reading = sharing_verdict(walls, slow)
+        row["sharing"] = {**reading, "slowdowns": {str(k): list(v) for k, v in slow.items()}}
+        row["verdict_with_sharing"] = reading["rule"]
+        row["verdict_with_sharing_if_walls_scaled"] = {
+            str(f): sharing_verdict([f * w for w in walls], slow)["rule"] for f in MODEL_ERROR_SCALES}
+
+
+def record(shared: list[SharedTurns], window_s: float) -> dict[str, Any]:
+    return {"window_s": window_s, "host_cores": os.cpu_count(), "assumptions": list(ASSUMPTIONS),
+            "turns": [asdict(s) for s in shared]}
+
+
+def summary(rec: dict[str, Any]) -> str:
+    lines = [f"  groups sharing the device ({rec['sharing']['window_s']:g} s windows):"]
+    for s in rec["sharing"]["turns"]:
+        lines.append(f"    {arm_name((s['precision'], s['cuda_graphs']))} {s['model']}/{s['n_facts']} x{s['copies']}: "
+                     f"turn {1e3 * s['turn_s']:.2f} ms ({s['turns']} turns)")
+    for row in rec["projection"]:
+        if "sharing" in row:
+            lines.append(f"    {arm_name((row['precision'], row['cuda_graphs']))} {row['law']} b={row['b']:.2f}: "
+                         f"{row['verdict_with_sharing']} (best gain x{row['sharing']['best_gain']:.1f}, needed "
+                         f"x{row['throughput_gain_needed']:.1f}; walls " + ", ".join(
+                             f"x{f}: {v}" for f, v in row["verdict_with_sharing_if_walls_scaled"].items()) + ")")
+    return "\n".join(lines)

@@ -1,0 +1,177 @@
+"""The decisive column with groups sharing one device (assocmem.memorisation.decisive_sharing): the schedule bounds
+against simulated greedy schedules, the sharing rule's three readings, the slowdowns per arm, the projection read
+again, the measurement by worker processes on a tiny grid, and the command's staged record."""
+
+from __future__ import annotations
+
+import json
+import queue
+import sys
+from types import SimpleNamespace
+
+import pytest
+from helpers import ROOT
+from hypothesis import given
+from hypothesis import strategies as st
+
+from assocmem.errors import AssocmemError
+from assocmem.memorisation import decisive
+from assocmem.memorisation import decisive_sharing as ds
+from assocmem.memorisation import decisive_wall as dw
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import bench_decisive_wall as bench  # noqa: E402 (the command, beside the benchmarks)
+
+SMALL = """
+seed: 5
+threads_per_job: 1
+experiments:
+  small:
+    dataset:
+      name: facts
+      facts: {count: 32, unseen: 8, key_length: 3, value_length: 1, key_vocab: 6, value_vocab: 6}
+    subsets:
+      fractions: [1.0]
+    models:
+      D0: {n_layer: 1, d_model: 8, n_head: 2, max_len: 8}
+    train:
+      batch_size: 8
+      max_steps: 1000
+      max_epochs: 300
+      stop_at_recall: 0.95
+      lr: 1.0e-2
+      eval_interval: 4
+      eval_batches: 1
+    sweep:
+      seeds: 2
+"""
+
+
+def greedy_makespan(durations: list[float], lanes: int) -> float:
+    """The makespan of a list schedule: each job, in the order given, on the lane that frees first."""
+    free = [0.0] * lanes
+    for duration in durations:
+        lane = free.index(min(free))
+        free[lane] += duration
+    return max(free)
+
+
+@given(st.lists(st.tuples(st.floats(1, 1000), st.floats(0, 1)), min_size=1, max_size=40),
+       st.integers(1, 8), st.floats(1, 4), st.floats(0, 3))
+def test_no_greedy_schedule_outlasts_the_upper_bound_or_beats_the_lower(jobs, lanes, s_lo, spread):
+    """Each job slowed by some factor between the level's smallest and largest slowdown, in any order."""
+    s_hi = s_lo + spread
+    walls = [wall for wall, _ in jobs]
+    durations = [wall * (s_lo + u * spread) for wall, u in jobs]
+    makespan = greedy_makespan(durations, lanes)
+    assert makespan <= ds.makespan_bounds(walls, lanes, s_hi) * (1 + 1e-9)
+    assert makespan >= ds.lower_bound(walls, lanes / s_lo) * (1 - 1e-9)
+
+
+@pytest.mark.parametrize(("walls", "slow", "rule"), [
+    ([60.0] * 20, {1: (1, 1), 4: (1.0, 1.1), 8: (1.2, 1.5)}, "fits with 4 at once"),  # (300 + 45) x 1.1 = 380 s
+    ([300.0] * 10, {1: (1, 1), 2: (1.1, 1.2), 4: (1.5, 2.0), 8: (3, 4)}, "does not fit up to 8 at once"),  # >= 1125 s
+    ([60.0] * 20, {1: (1, 1), 8: (2.5, 6)}, "open")])  # 375 s <= makespan <= 1215 s
+def test_the_sharing_rule_reads_fits_does_not_fit_and_open(walls, slow, rule):
+    reading = ds.sharing_verdict(walls, slow, goal_s=600)
+    assert reading["rule"] == rule
+    assert reading["best_gain"] == max(level / lo for level, (lo, _) in slow.items())
+    assert reading["lower_s"] <= min(reading["upper_s"].values())
+
+
+def turns(model: str, copies: int, turn_s: float, arm: dw.Arm = ("bf16", True), n_params: int = 1) -> ds.SharedTurns:
+    return ds.SharedTurns(model, n_params, 16384, arm[0], arm[1], copies, turn_s, 100)
+
+
+def test_a_levels_slowdowns_are_the_smallest_and_largest_over_the_shapes_of_its_arm():
+    shared = [turns("D0", 1, 1e-3), turns("D0", 4, 2e-3), turns("D14", 1, 4e-3), turns("D14", 4, 12e-3),
+              turns("D0", 1, 1.0, ("bf16", False)), turns("D0", 4, 1.0, ("bf16", False))]
+    assert ds.slowdowns(shared, ("bf16", True)) == {1: (1.0, 1.0), 4: (2.0, 3.0)}
+    assert ds.slowdowns(shared, ("bf16", False)) == {1: (1.0, 1.0), 4: (1.0, 1.0)}
+    assert ds.slowdowns(shared, ("fp32", False)) == {}
+
+
+def every_group(step_s: float) -> list[dw.GroupCost]:
+    return [dw.GroupCost(f"D{i}", n, d, 8, "bf16", True, step_s, 0.0, 0.0)
+            for i, n in enumerate(decisive.N_PARAMS) for d in decisive.N_FACTS]
+
+
+def test_the_projection_is_read_again_where_its_rule_leaves_it_open():
+    column = bench.column_experiment()
+    rows = dw.project(every_group(4e-4), column, {"bf16": 1e18})  # one after another 845-1498 s, each group 102 s
+    assert {row["verdict"] for row in rows} == {"open"}
+    shared = [turns("D0", 1, 1e-3), turns("D0", 8, 1.2e-3), turns("D14", 1, 1e-3), turns("D14", 8, 1.5e-3)]
+    ds.read_projection(rows, shared)
+    for row in rows:
+        walls = [g["wall_s"] for g in row["by_group"]]
+        assert row["verdict_with_sharing"] == ds.sharing_verdict(walls, {1: (1, 1), 8: (1.2, 1.5)})["rule"]
+        assert row["sharing"]["slowdowns"] == {"1": [1.0, 1.0], "8": [1.2, 1.5]}
+        assert set(row["verdict_with_sharing_if_walls_scaled"]) == {str(f) for f in dw.MODEL_ERROR_SCALES}
+    assert {row["verdict_with_sharing"] for row in rows} == {"fits with 8 at once"}
+    fast = dw.project(every_group(1e-7), column, {"bf16": 1e18})
+    ds.read_projection(fast, shared)  # a verdict of the wall's own rule stands
+    assert all(row["verdict_with_sharing"] == row["verdict"] == "fits" and "sharing" not in row for row in fast)
+    unshared = dw.project(every_group(4e-4), column, {"bf16": 1e18})
+    ds.read_projection(unshared, [turns("D0", 1, 1e-3, ("fp32", False)), turns("D0", 8, 1e-3, ("fp32", False))])
+    assert {row["verdict_with_sharing"] for row in unshared} == {"open"}  # no level of this arm was measured
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory):
+    work = tmp_path_factory.mktemp("small")
+    (work / "small.yaml").write_text(SMALL)
+    exp = bench.column_experiment(work / "small.yaml")
+    (n_facts, store), = dw.write_stores(exp, work / "data").items()
+    return exp, store, n_facts, work
+
+
+def test_copies_of_a_group_step_at_once_in_their_own_processes(small):
+    exp, store, n_facts, work = small
+    shared = ds.measure_sharing(exp, store, "D0", n_facts, ("fp32", False), "cpu", [2], 0.3, 1, work / "share")
+    assert [(s.copies, s.model, s.n_facts, s.precision) for s in shared] == [(k, "D0", 32, "fp32") for k in (1, 2)]
+    assert all(s.turns > 0 and s.turn_s > 0 for s in shared)
+    assert shared[0].n_params == dw.n_parameters(dw.group_jobs(exp, "D0", store, ("fp32", False), "cpu", work / "j")[0])
+    assert not list((work / "share").rglob("*.pt"))  # a window writes no checkpoint or model
+
+
+def test_a_failing_copy_is_reported_in_one_line(small):
+    exp, store, n_facts, work = small
+    with pytest.raises(AssocmemError, match=r"sharing measurement of X9/32: copy \d failed: KeyError"):
+        ds.measure_sharing(exp, store, "X9", n_facts, ("fp32", False), "cpu", [2], 0.3, 1, work / "fail")
+
+
+def test_a_copy_that_dies_is_reported_in_one_line():
+    with pytest.raises(AssocmemError, match=r"sharing measurement of D0/32: copy 1 died \(exit code -9\)"):
+        ds._receive(queue.Queue(), [SimpleNamespace(exitcode=None), SimpleNamespace(exitcode=-9)], "D0/32")
+
+
+@pytest.mark.parametrize("text", ["1,2", "2,x", "0"])
+def test_sharing_levels_are_whole_numbers_of_at_least_two(text):
+    with pytest.raises(SystemExit, match=f"--share {text}: comma-separated whole numbers of at least 2"):
+        bench.share_levels(text)
+    assert bench.share_levels("2,4,8") == [2, 4, 8] and bench.share_levels("") == []
+
+
+def test_the_command_shares_the_smallest_and_largest_groups_and_writes_each_stage(tmp_path, monkeypatch):
+    out = tmp_path / "wall.json"
+    calls = []
+
+    def fake_sharing(exp, store, model, n_facts, arm, device, levels, window_s, warmup, work):
+        assert json.loads(out.read_text())["stage"] == "costs"  # what came before is kept if this stage is cut
+        calls.append((model, n_facts, arm, levels))
+        n_params = {c.model: c.n_params for c in every_group(0.0)}[model]
+        return [turns(model, level, 1e-3 * level ** 0.5, arm, n_params) for level in (1, *levels)]
+
+    monkeypatch.setattr(dw, "write_stores", lambda exp, work: {8192: work, 16384: work})
+    monkeypatch.setattr(dw, "measure", lambda *a, **k: every_group(4e-4))
+    monkeypatch.setattr(dw, "product_rates", lambda device, precisions: {"bf16": 1e18})
+    monkeypatch.setattr(ds, "measure_sharing", fake_sharing)
+    monkeypatch.setattr(bench, "arms_of", lambda args, device: [("bf16", True)])
+    rec = bench.main(["--precision", "bf16", "--share", "2,4", "--out", str(out), "--device", "cpu"])
+    assert calls == [("D0", 16384, ("bf16", True), [2, 4]), ("D14", 16384, ("bf16", True), [2, 4])]
+    assert json.loads(out.read_text())["stage"] == rec["stage"] == "complete"
+    assert [s["copies"] for s in rec["sharing"]["turns"]] == [1, 2, 4, 1, 2, 4]
+    assert rec["sharing"]["assumptions"] == list(ds.ASSUMPTIONS)
+    assert all(row["verdict_with_sharing"] != "open" or "sharing" in row for row in rec["projection"])
+    with pytest.raises(SystemExit, match="--share-models: X9 not in"):
+        bench.main(["--share", "2", "--share-models", "D0,X9"])
