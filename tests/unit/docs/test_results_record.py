@@ -659,3 +659,20 @@ def test_the_decisive_walls_cpu_record_is_its_own_arithmetic_and_the_docs_quote_
     assert f"the column is {min(turns):,}–{max(turns):,} turns (b = 1 to 2" in section
     assert f"need a turn of {600e3 / min(turns):.2f}–{600e3 / max(turns):.2f} ms" in section
     assert f"gain ×{min(turns) * 1e-3 / 600:.1f}–{max(turns) * 1e-3 / 600:.1f} in throughput" in section
+
+
+def test_the_decisive_sharing_cpu_record_is_its_own_arithmetic_and_benchmarks_readme_quotes_it() -> None:
+    """docs/results/memorisation_decisive_sharing_cpu.json (issue 41): its slowdowns are its turns' ratios, the
+    wall's rule leaves no row open on the CPU (so none is read again), and benchmarks/README.md quotes its turns."""
+    from assocmem.memorisation import decisive_sharing as ds
+
+    rec = _load("memorisation_decisive_sharing_cpu.json")
+    shared = [ds.SharedTurns(**t) for t in rec["sharing"]["turns"]]
+    turn = {s.copies: s.turn_s for s in shared}
+    assert ds.slowdowns(shared, ("fp32", False)) == {1: (1.0, 1.0), 2: (turn[2] / turn[1],) * 2}
+    assert rec["stage"] == "complete" and rec["sharing"]["assumptions"] == list(ds.ASSUMPTIONS)
+    assert all(row["verdict_with_sharing"] == row["verdict"] == "cannot fit" for row in rec["projection"])
+    bench = (ROOT / "benchmarks" / "README.md").read_text().replace("\n", " ")
+    assert (f"commit {rec['commit']} (`--models D0 --precision fp32 --share 2 --share-window 4`" in bench)
+    assert (f"stepped {1e3 * turn[2]:.1f} ms a turn each against {1e3 * turn[1]:.1f} ms alone: a throughput gain of "
+            f"×{2 * turn[1] / turn[2]:.2f} on two cores" in bench)
