@@ -44,16 +44,21 @@ class SequenceBatches:
 
     def rows(self, step: int) -> list[int]:
         """Store rows of the batch of ``step``."""
+        return self._rows(step).tolist()
+
+    def _rows(self, step: int) -> np.ndarray:
+        """:meth:`rows` as an array, epoch by epoch (a batch spans more than one where it crosses an epoch's end):
+        a loop over the positions cost a stacked turn of 8 small replicas 0.4 ms of host time."""
         n = self.stop - self.start
-        first = step * self.batch_size
-        rows = []
-        for position in range(first, first + self.batch_size):
-            epoch, offset = divmod(position, n)
-            rows.append(self.start + int(self._permutation(epoch)[offset]))
-        return rows
+        epochs, offsets = np.divmod(np.arange(step * self.batch_size, (step + 1) * self.batch_size), n)
+        rows = np.empty(self.batch_size, dtype=np.int64)
+        for epoch in range(int(epochs[0]), int(epochs[-1]) + 1):
+            inside = epochs == epoch
+            rows[inside] = self._permutation(epoch)[offsets[inside]]
+        return rows + self.start
 
     def batch(self, step: int) -> Batch:
-        return to_lm_batch(self.store.padded_batch(self.rows(step)), self.store.pad_id, self.loss_from)
+        return to_lm_batch(self.store.padded_batch(self._rows(step)), self.store.pad_id, self.loss_from)
 
 
 @dataclass(frozen=True)
@@ -80,11 +85,10 @@ def fixed_windows(store: Any, n_batches: int, batch_size: int, block_size: int, 
 def to_lm_batch(padded: np.ndarray, pad_id: int = 0, loss_from: int = 0) -> Batch:
     """Inputs and next-token targets of padded sequences; padding, and the tokens before position ``loss_from`` of
     each sequence (context only, e.g. a fact's key), are not scored."""
-    tokens = torch.from_numpy(padded)
-    inputs, targets = tokens[:, :-1].clone(), tokens[:, 1:].clone()
+    inputs, targets = padded[:, :-1].copy(), padded[:, 1:].copy()  # numpy: a tenth of torch's per-op cost here
     targets[targets == pad_id] = IGNORE
     targets[:, :max(loss_from - 1, 0)] = IGNORE  # target column j is the token at position j + 1
-    return inputs, targets
+    return torch.from_numpy(inputs), torch.from_numpy(targets)
 
 
 def fixed_batches(store: TokenStore, rows: np.ndarray, batch_size: int) -> list[Batch]:

@@ -100,6 +100,19 @@ def test_one_permutation_per_epoch(monkeypatch: pytest.MonkeyPatch) -> None:
         assert sorted(rows[100 * epoch:100 * (epoch + 1)]) == list(range(100))  # each epoch visits every row once
 
 
+@given(st.integers(0, 50), st.integers(1, 40), st.integers(1, 70), st.integers(0, 30), st.integers(0, 10**6))
+def test_a_batchs_rows_are_each_positions_row_of_its_epochs_permutation(start, n, batch_size, step, seed) -> None:
+    """The rows, taken epoch by epoch at once, are those of the definition one position at a time (batches that
+    cross an epoch's end, or span several, included), and the batch is built from them."""
+    source = SequenceBatches(FakeSequences(), start, start + n, batch_size, seed=seed)
+    expected = []
+    for position in range(step * batch_size, (step + 1) * batch_size):
+        epoch, offset = divmod(position, n)
+        expected.append(start + int(np.random.default_rng([seed, epoch]).permutation(n)[offset]))
+    assert source.rows(step) == expected
+    assert source.batch(step)[0].tolist() == [[r % 50 + 1] * 7 for r in expected]
+
+
 def test_summed_step_loss_matches_the_per_micro_batch_float_sum(tmp_path: Path) -> None:
     """The device-side loss sum (no host sync per micro-batch) equals the old float sum bit for bit."""
     store = RandomTokens(CFG["vocab"], 5000, seed=3)
