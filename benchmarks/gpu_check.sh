@@ -22,6 +22,8 @@
 #   model's groups stepping 1, 2, 4 and 8 at once, one process each, for the rows the wall's rule leaves open
 #   (benchmarks/bench_decisive_wall.py, assocmem.memorisation.decisive_sharing; record $OUT/decisive_wall.json,
 #   written after each stage).
+#   Before it, a group's evaluation round in one stacked pass against each replica alone, D0 and D14 in bf16
+#   (benchmarks/bench_stacked_eval.py; record $OUT/stacked_eval.json).
 # --dry-run: the same path on the CPU with tiny shapes and a few steps, no wheels, no main run (seconds).
 # PARTS="tests knn main l4 gpt2-eager gpt2-compile stacked decisive" (the default: all) runs only the parts it names.
 set -u
@@ -138,6 +140,12 @@ if [ $DRY = 1 ] || ! want decisive; then
   echo "skip the decisive column's floor: dry run (it measures CUDA products) or not in PARTS"
 else
   part 30 "decisive column floor" python3 -m assocmem.memorisation.decisive_floor --measure
+fi
+if ! want decisive; then
+  echo "skip the stacked evaluation: not in PARTS"
+else
+  part 60 "stacked evaluation" python3 benchmarks/bench_stacked_eval.py --out "$OUT/stacked_eval.json" \
+    $([ $DRY = 1 ] && echo --rounds 1 || echo --models D0,D14 --precision bf16)
 fi
 if ! want decisive; then
   echo "skip the decisive column's wall: not in PARTS"

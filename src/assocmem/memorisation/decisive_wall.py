@@ -138,11 +138,11 @@ def measure_group(jobs: list[TrainJob], steps: int, warmup: int) -> tuple[float,
     step_s = _timed(lambda i: training.loop_step(optimizer, warmup + i, active, pending, clock), device, steps)
 
     def evaluation(_: int) -> None:
-        for i, (job, model) in enumerate(zip(jobs, training.models, strict=True)):
-            job._log_row(training.stack.export(i, model), RunState(1, [], 0.0, 1), device, training.autocast, 1.0,
-                         1.0, 1.0)
+        measured = training.evaluations(list(range(len(jobs))))
+        for i in range(len(jobs)):
+            training.log_evaluation(i, RunState(1, [], 0.0, 1), 1.0, measured[i])
 
-    evaluation(0)  # the first evaluation uploads the evaluation sets: once a run
+    evaluation(0)  # a first evaluation may upload the evaluation sets: once a run
     evaluation_s = _timed(evaluation, device)
     checkpoint_s = _timed(lambda _: training._save(warmup + steps, optimizer, pending), device)
     training.checkpoint.unlink(missing_ok=True)

@@ -237,13 +237,18 @@ class TrainJob:
         return summary
 
     def _log_row(self, model, state: RunState, device, autocast, elapsed: float, flops_token: float,
-                 peak: float) -> dict[str, float]:
+                 peak: float, measured: dict[str, float] | None = None) -> dict[str, float]:
+        """Evaluate ``model`` and log the row (``measured``: the evaluation's values, already computed, as a stacked
+        replica's are)."""
         tokens = state.running_tokens
         row: dict[str, float] = {"step": state.step, "lr": lr_at(state.step - 1, self.settings),
                                  "train_loss": state.running_loss / max(tokens, 1)}
         tokens_per_s = tokens / max(elapsed, 1e-9)
         state.timing.append({"step": state.step, "seconds": elapsed, "tokens_per_s": tokens_per_s,
                              "mfu": tokens_per_s * flops_token / peak})
+        if measured is not None:
+            row.update(measured)
+            return self._logged(row, state)
         # every rank holds the same weights, so only rank 0 (which writes the metrics) evaluates
         main = dist_rank_world()[0] == 0
         sets = self._eval_sets_on(device) if main else self.eval_sets
@@ -252,6 +257,10 @@ class TrainJob:
                 row[f"{name}_ce"] = evaluate(model, batches, device, autocast) if main else float("nan")
         if RECALL_SET in sets:
             row["train_recall"] = recall(model, sets[RECALL_SET], device, autocast) if main else 0.0
+        return self._logged(row, state)
+
+    @staticmethod
+    def _logged(row: dict[str, float], state: RunState) -> dict[str, float]:
         state.metrics.append(row)
         state.running_loss, state.running_tokens = 0.0, 0
         return row

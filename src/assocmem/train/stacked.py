@@ -22,6 +22,7 @@ at step 0.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import asdict
@@ -52,6 +53,7 @@ from assocmem.train.stacked_checkpoint import (
     save_group,
     summary_of,
 )
+from assocmem.train.stacked_eval import StackedEvaluation
 from assocmem.train.stacked_graphed import StackedGraphedStep
 from assocmem.train.stacked_model import (
     StackedDecoder,
@@ -124,6 +126,7 @@ class StackedTraining:
         self._masks: dict[tuple[bool, ...], torch.Tensor] = {}
         self._forward: torch.nn.Module | None = None  # the stack's torch.compile where train.compile
         self._graphed: StackedGraphedStep | None = None  # the step in one CUDA graph where train.cuda_graphs
+        self.peak = math.nan  # the MFU's denominator: measured by run()
 
     def _models(self) -> list[DecoderLM]:
         models = []
@@ -175,6 +178,7 @@ class StackedTraining:
         self._graphed = self._graphed_step(optimizer)
         self._forward = torch.compile(self.stack) if s.compile and self._graphed is None else None
         self.autocast = self.jobs[0]._autocast(device)
+        self._evaluation = StackedEvaluation.of([job.eval_sets for job in self.jobs], device)
         return optimizer, step, pending
 
     def run(self) -> list[dict]:
@@ -215,9 +219,30 @@ class StackedTraining:
         sums, counts = self._step(self.stack, optimizer, step, active, self.autocast)
         pending += sums
         elapsed = time.perf_counter() - clock
-        evaluated = [self._advance(i, step + 1, counts[i], pending, elapsed) for i in range(len(self.jobs))
-                     if active[i]]
-        return [not summary for summary in self.summaries], time.perf_counter() if any(evaluated) else clock
+        measured = self.evaluations([i for i, job in enumerate(self.jobs) if active[i] and _due(job, step + 1)])
+        for i in range(len(self.jobs)):
+            if active[i]:
+                self._advance(i, step + 1, counts[i], pending, elapsed, measured.get(i))
+        return [not summary for summary in self.summaries], time.perf_counter() if measured else clock
+
+    def evaluations(self, due: list[int]) -> dict[int, dict[str, float] | None]:
+        """The evaluations of the replicas ``due``: every replica's in one stacked pass
+        (:mod:`assocmem.train.stacked_eval`) where their sets stack, else None each (evaluated alone when logged)."""
+        if not due:
+            return {}
+        if self._evaluation is None:
+            return dict.fromkeys(due)
+        metrics = self._evaluation.metrics(self.stack, self.autocast)
+        return {i: metrics[i] for i in due}
+
+    def log_evaluation(self, i: int, state: RunState, elapsed: float, measured: dict[str, float] | None) -> None:
+        """Replica i's row of an evaluation, as a single run logs it (``measured``: from :meth:`evaluations`; None:
+        replica i evaluated alone, through its exported model)."""
+        job, model = self.jobs[i], self.models[i]
+        if measured is None:
+            self.stack.export(i, model)
+        flops_token = flops_per_token(job.model_config, int(job.tokens_per_sequence), model.num_parameters())
+        job._log_row(model, state, self.device, self.autocast, elapsed, flops_token, self.peak, measured)
 
     @property
     def checkpoint(self) -> Path:
@@ -253,25 +278,22 @@ class StackedTraining:
         group = GroupState(step, self.states, [bool(summary) for summary in self.summaries], files, pending)
         save_group(self.checkpoint, self.jobs, self.stack, optimizer, group)
 
-    def _advance(self, i: int, step: int, count: int, pending: torch.Tensor, elapsed: float) -> bool:
-        """Replica i's bookkeeping after a step, as a single run does it: count, evaluate, keep the best weights,
-        finish where its rule stops it (it is frozen from the next step on). Returns whether it evaluated."""
+    def _advance(self, i: int, step: int, count: int, pending: torch.Tensor, elapsed: float,
+                 measured: dict[str, float] | None) -> None:
+        """Replica i's bookkeeping after a step, as a single run does it: count, log its evaluation where due
+        (``measured``: :meth:`evaluations`'), keep the best weights, finish where its rule stops it (it is frozen
+        from the next step on)."""
         job, state, model = self.jobs[i], self.states[i], self.models[i]
         state.running_tokens += count
         state.step = step
-        evaluated = step % job.settings.eval_interval == 0 or step == job.settings.max_steps
-        if evaluated:
+        if _due(job, step):
             state.running_loss += float(pending[i])  # a replica stops only at an evaluation
             pending[i] = 0.0
-            n_params = model.num_parameters()
-            flops_token = flops_per_token(job.model_config, int(job.tokens_per_sequence), n_params)
-            job._log_row(self.stack.export(i, model), state, self.device, self.autocast, elapsed, flops_token,
-                         self.peak)
+            self.log_evaluation(i, state, elapsed, measured)
             if is_new_best(state.metrics):
-                job._save_model(model, BEST_IN_PROGRESS, step=step)
+                job._save_model(self.stack.export(i, model), BEST_IN_PROGRESS, step=step)
         if job._stopped(state):
             self.summaries[i] = self._finish(i, self.stack.export(i, model), state)
-        return evaluated
 
     def _finish(self, i: int, model: DecoderLM, state: RunState) -> dict:
         job = self.jobs[i]
@@ -283,6 +305,11 @@ class StackedTraining:
         self.finished_files[i] = read_files(job.run_dir, FINISHED_FILES)  # for the checkpoint
         log.info("stacked replica %s stopped at step %d (%s)", job.run_dir, state.step, summary["stop_rule"])
         return summary
+
+
+def _due(job: TrainJob, step: int) -> bool:
+    """Whether ``job`` evaluates after ``step`` steps: every eval_interval and at its budget's end."""
+    return step % job.settings.eval_interval == 0 or step == job.settings.max_steps
 
 
 def train_stacked(jobs: Sequence[TrainJob]) -> list[dict]:

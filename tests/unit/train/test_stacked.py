@@ -4,6 +4,7 @@ that stops is frozen, and every replica writes the files and provenance its sing
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -159,3 +160,21 @@ def test_the_command_line_trains_a_group_and_stamps_each_replica_as_the_train_ru
     assert main(["--group", str(group)]) == 2  # a bad group file: one line naming it and the missing keys
     assert main(["--group-json", "{not json"]) == 2  # the workflow's inline group: one line
     assert main(["--group-json", json.dumps({"replicas": []})]) == 2
+
+
+def test_replicas_whose_evaluation_sets_do_not_stack_are_each_evaluated_alone(tmp_path):
+    """Sets of other batch sizes cannot be stacked: the group evaluates each replica alone, as before, and each
+    still follows its single run."""
+    dev = TokenStore(make_token_dir(tmp_path, repeat=4), "dev")
+
+    def job(prefix: str, seed: int, eval_batch: int) -> TrainJob:
+        made = make_job(tmp_path, tmp_path / f"{prefix}{seed}", seed)
+        return replace(made, eval_sets={"val": fixed_batches(dev, np.arange(len(dev)), eval_batch)})
+
+    for seed, eval_batch in ((3, 4), (4, 2)):
+        job("single", seed, eval_batch).run()
+    training = StackedTraining([job("stacked", 3, 4), job("stacked", 4, 2)])
+    training.run()
+    assert training._evaluation is None
+    for seed in (3, 4):
+        assert_same_run(tmp_path / f"single{seed}", tmp_path / f"stacked{seed}")
