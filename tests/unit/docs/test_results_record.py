@@ -676,3 +676,18 @@ def test_the_decisive_sharing_cpu_record_is_its_own_arithmetic_and_benchmarks_re
     assert (f"commit {rec['commit']} (`--models D0 --precision fp32 --share 2 --share-window 4`" in bench)
     assert (f"stepped {1e3 * turn[2]:.1f} ms a turn each against {1e3 * turn[1]:.1f} ms alone: a throughput gain of "
             f"×{2 * turn[1] / turn[2]:.2f} on two cores" in bench)
+
+
+def test_benchmarks_readme_quotes_the_stacked_evaluation_records() -> None:
+    """benchmarks/records/stacked-eval-2026-11-29-cpu/ (issue 41): the README's ranges are the three runs'."""
+    folder = ROOT / "benchmarks" / "records" / "stacked-eval-2026-11-29-cpu"
+    runs = [json.loads(path.read_text())["rows"][0] for path in sorted(folder.glob("run*.json"))]
+    assert len(runs) == 3 and {r["model"] for r in runs} == {"D0"} and {r["n_facts"] for r in runs} == {16384}
+    bench = (ROOT / "benchmarks" / "README.md").read_text().replace("\n", " ")
+
+    def span(key: str, digits: int = 2) -> str:
+        values = [r[key] for r in runs]
+        return f"{min(values):.{digits}f}–{max(values):.{digits}f}"
+
+    assert (f"stacked {span('stacked_s')} s, alone {span('alone_s')} s, **{span('ratio_stacked_over_alone')}×**"
+            in bench)
