@@ -22,30 +22,6 @@ from assocmem.memorisation import decisive_wall as dw
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import bench_decisive_wall as bench  # noqa: E402 (the command, beside the benchmarks)
 
-SMALL = """
-seed: 5
-threads_per_job: 1
-experiments:
-  small:
-    dataset:
-      name: facts
-      facts: {count: 32, unseen: 8, key_length: 3, value_length: 1, key_vocab: 6, value_vocab: 6}
-    subsets:
-      fractions: [1.0]
-    models:
-      D0: {n_layer: 1, d_model: 8, n_head: 2, max_len: 8}
-    train:
-      batch_size: 8
-      max_steps: 1000
-      max_epochs: 300
-      stop_at_recall: 0.95
-      lr: 1.0e-2
-      eval_interval: 4
-      eval_batches: 1
-    sweep:
-      seeds: 2
-"""
-
 
 def greedy_makespan(durations: list[float], lanes: int) -> float:
     """The makespan of a list schedule: each job, in the order given, on the lane that frees first."""
@@ -116,28 +92,20 @@ def test_the_projection_is_read_again_where_its_rule_leaves_it_open():
     assert {row["verdict_with_sharing"] for row in unshared} == {"open"}  # no level of this arm was measured
 
 
-@pytest.fixture(scope="module")
-def small(tmp_path_factory):
-    work = tmp_path_factory.mktemp("small")
-    (work / "small.yaml").write_text(SMALL)
-    exp = bench.column_experiment(work / "small.yaml")
-    (n_facts, store), = dw.write_stores(exp, work / "data").items()
-    return exp, store, n_facts, work
-
-
-def test_copies_of_a_group_step_at_once_in_their_own_processes(small):
-    exp, store, n_facts, work = small
-    shared = ds.measure_sharing(exp, store, "D0", n_facts, ("fp32", False), "cpu", [2], 0.3, 1, work / "share")
-    assert [(s.copies, s.model, s.n_facts, s.precision) for s in shared] == [(k, "D0", 32, "fp32") for k in (1, 2)]
+def test_copies_of_a_group_step_at_once_in_their_own_processes(tiny):
+    exp, stores, work = tiny
+    store = stores[40]
+    shared = ds.measure_sharing(exp, store, "D0", 40, ("fp32", False), "cpu", [2], 0.3, 1, work / "share")
+    assert [(s.copies, s.model, s.n_facts, s.precision) for s in shared] == [(k, "D0", 40, "fp32") for k in (1, 2)]
     assert all(s.turns > 0 and s.turn_s > 0 for s in shared)
     assert shared[0].n_params == dw.n_parameters(dw.group_jobs(exp, "D0", store, ("fp32", False), "cpu", work / "j")[0])
     assert not list((work / "share").rglob("*.pt"))  # a window writes no checkpoint or model
 
 
-def test_a_failing_copy_is_reported_in_one_line(small):
-    exp, store, n_facts, work = small
-    with pytest.raises(AssocmemError, match=r"sharing measurement of X9/32: copy \d failed: KeyError"):
-        ds.measure_sharing(exp, store, "X9", n_facts, ("fp32", False), "cpu", [2], 0.3, 1, work / "fail")
+def test_a_failing_copy_is_reported_in_one_line(tiny):
+    exp, stores, work = tiny
+    with pytest.raises(AssocmemError, match=r"sharing measurement of X9/40: copy \d failed: KeyError"):
+        ds.measure_sharing(exp, stores[40], "X9", 40, ("fp32", False), "cpu", [2], 0.3, 1, work / "fail")
 
 
 def test_a_copy_that_dies_is_reported_in_one_line():
