@@ -130,9 +130,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                                        work / "check" / dw.arm_name(arm)))
             publish([], "checks")
         n_facts, share_models = max(stores), share_models or smallest_and_largest(costs)
-        shared = [turns for arm in arms if levels for model in share_models
-                  for turns in ds.measure_sharing(exp, stores[n_facts], model, n_facts, arm, device.type, levels,
-                                                  args.share_window, args.warmup, work / "share")]
+        shared: list[ds.SharedTurns] = []
+        for arm in arms if levels else []:
+            for model in share_models:
+                shared += ds.measure_sharing(exp, stores[n_facts], model, n_facts, arm, device.type, levels,
+                                             args.share_window, args.warmup, work / "share")
+                publish(shared, "sharing")
         rec = publish(shared, "complete")
     print(dw.summary(rec))
     if shared:
@@ -143,12 +146,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 def write_record(args: argparse.Namespace, costs: list[dw.GroupCost], checks: list[dict[str, Any]],
                  exp: dict[str, Any], rates: dict[str, float], device: torch.device, shared: list[ds.SharedTurns],
                  stage: str) -> dict[str, Any]:
-    """The record as measured so far (``stage``: costs, checks or complete), written to --out where given."""
+    """The record as measured so far (``stage``: costs, checks, sharing or complete), written to --out where given.
+    The projection is read again by the sharing rule only once every shape asked for has shared (complete)."""
     rec = dw.record(costs, checks, exp, rates, device, args.config, args.steps, args.warmup)
     rec["stage"] = stage
     if shared:
         rec["sharing"] = ds.record(shared, args.share_window)
-        ds.read_projection(rec["projection"], shared)
+        if stage == "complete":
+            ds.read_projection(rec["projection"], shared)
     if args.out:
         write_json(args.out, rec)
     return rec

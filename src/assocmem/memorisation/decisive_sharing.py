@@ -83,7 +83,8 @@ def measure_sharing(exp: dict[str, Any], store: Path, model: str, n_facts: int, 
     copies = levels[-1]
     context = mp.get_context("spawn")  # a fresh interpreter per worker, as each workflow job is (CUDA needs it)
     barrier, results = context.Barrier(copies), context.Queue()
-    workers = [context.Process(target=_worker, daemon=True,
+    # not daemonic: a daemonic process may not start its own (torch.compile's workers); the finally below ends them
+    workers = [context.Process(target=_worker,
                                args=(exp, store, model, arm, device, levels, window_s, warmup,
                                      work / f"{arm_name(arm)}_{model}_{n_facts}" / f"copy{i}", i, copies, barrier,
                                      results))
