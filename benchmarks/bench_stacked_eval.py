@@ -24,19 +24,15 @@ from bench_decisive_wall import column_experiment
 from assocmem.autotune.measure import cpu_model_and_flags
 from assocmem.io import write_json
 from assocmem.memorisation import decisive_wall as dw
-from assocmem.train import RunState
 from assocmem.train.stacked import StackedTraining
 
 
 def round_seconds(training: StackedTraining, stacked: bool) -> float:
     """One evaluation round of every replica, stacked or each alone, timed to the device's end."""
-    device, replicas = training.device, list(range(len(training.jobs)))
-    dw._sync(device)
+    dw.synchronize(training.device)
     start = time.perf_counter()
-    measured = training.evaluations(replicas) if stacked else dict.fromkeys(replicas)
-    for i in replicas:
-        training.log_evaluation(i, RunState(1, [], 0.0, 1), 1.0, measured[i])
-    dw._sync(device)
+    dw.evaluation_round(training, stacked)
+    dw.synchronize(training.device)
     return time.perf_counter() - start
 
 
@@ -69,10 +65,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         for model in args.models.split(","):
             jobs = dw.group_jobs(exp, model, stores[n_facts], (args.precision, False), device,
                                  Path(scratch) / model, eval_interval=dw.NEVER)
-            training = StackedTraining(jobs)
-            optimizer, _, pending = training.prepare()
-            for step in range(3):  # trained weights, not the initial ones
-                training.loop_step(optimizer, step, [True] * len(jobs), pending, time.perf_counter())
+            training = dw.ready_group(jobs, warmup=3)[0]  # trained weights, not the initial ones
             rows.append({"model": model, "n_facts": n_facts, "replicas": len(jobs), "precision": args.precision,
                          "device": device, **compare(training, args.rounds)})
     rec = {"cpu": cpu_model_and_flags()[0], "torch": torch.__version__, "rows": rows}

@@ -50,6 +50,8 @@ from assocmem.memorisation.decisive_wall import (
     arm_name,
     group_jobs,
     n_parameters,
+    ready_group,
+    synchronize,
 )
 from assocmem.train.stacked import StackedTraining
 
@@ -98,14 +100,15 @@ def measure_sharing(exp: dict[str, Any], store: Path, model: str, n_facts: int, 
             worker.join(timeout=30)
             if worker.is_alive():
                 worker.terminate()
-    n_params = n_parameters(group_jobs(exp, model, store, arm, device, work / "shape")[0])
+    n_params = rows[0][4]
     return [SharedTurns(model, n_params, n_facts, arm[0], arm[1], level,
                         sum(r[2] for r in at) / len(at), sum(r[3] for r in at))
             for level in levels for at in [[r for r in rows if r[0] == level]]]
 
 
-def _receive(results, workers: list, group: str) -> tuple[int, int, float, int]:
-    """One worker's (level, copy, turn seconds, turns); a worker's failure, or its death, as a one-line error."""
+def _receive(results, workers: list, group: str) -> tuple[int, int, float, int, int]:
+    """One worker's (level, copy, turn seconds, turns, parameters a replica); a worker's failure, or its death, as a
+    one-line error."""
     deadline = time.monotonic() + TIMEOUT_S
     while True:
         try:
@@ -128,11 +131,7 @@ def _worker(exp, store, model, arm, device, levels, window_s, warmup, work, inde
     (idle otherwise), the copies meeting at the barrier before and after each window."""
     try:
         jobs = group_jobs(exp, model, store, arm, device, work, eval_interval=NEVER)
-        training = StackedTraining(jobs)
-        optimizer, _, pending = training.prepare()
-        active = [True] * len(jobs)
-        for step in range(warmup):
-            training.loop_step(optimizer, step, active, pending, time.perf_counter())
+        training, optimizer, pending, active = ready_group(jobs, warmup)
         step = warmup
         for level in levels:
             barrier.wait(timeout=TIMEOUT_S)
@@ -140,7 +139,7 @@ def _worker(exp, store, model, arm, device, levels, window_s, warmup, work, inde
                 torch.set_num_threads(max(1, (os.cpu_count() or 1) // level))  # the host's cores, shared
                 turns, seconds = _window(training, optimizer, step, active, pending, window_s)
                 step += turns
-                results.put((level, index, seconds / turns, turns))
+                results.put((level, index, seconds / turns, turns, n_parameters(jobs[0])))
             barrier.wait(timeout=TIMEOUT_S)
     except Exception as error:  # reported to the parent in one line; the other copies' barrier is released
         barrier.abort()
@@ -150,15 +149,13 @@ def _worker(exp, store, model, arm, device, levels, window_s, warmup, work, inde
 def _window(training: StackedTraining, optimizer, step: int, active: list[bool], pending: torch.Tensor,
             window_s: float) -> tuple[int, float]:
     """Turns of the loop for ``window_s`` seconds of wall time: (turns, seconds to the last one's end)."""
-    device = training.device
-    sync = torch.cuda.synchronize if device.type == "cuda" else lambda *_: None
-    sync(device)
+    synchronize(training.device)
     start = time.perf_counter()
     turns = 0
     while time.perf_counter() - start < window_s:
         training.loop_step(optimizer, step + turns, active, pending, start)
         turns += 1
-    sync(device)
+    synchronize(training.device)
     return turns, time.perf_counter() - start
 
 
@@ -228,6 +225,8 @@ def summary(rec: dict[str, Any]) -> str:
         if "sharing" in row:
             lines.append(f"    {arm_name((row['precision'], row['cuda_graphs']))} {row['law']} b={row['b']:.2f}: "
                          f"{row['verdict_with_sharing']} (best gain x{row['sharing']['best_gain']:.1f}, needed "
-                         f"x{row['throughput_gain_needed']:.1f}; walls " + ", ".join(
+                         f"x{row['throughput_gain_needed']:.1f}; at least {row['sharing']['lower_s'] / 60:.1f} min, "
+                         "at most " + ", ".join(f"{v / 60:.1f} min with {m}" for m, v in
+                                                row["sharing"]["upper_s"].items()) + "; walls " + ", ".join(
                              f"x{f}: {v}" for f, v in row["verdict_with_sharing_if_walls_scaled"].items()) + ")")
     return "\n".join(lines)

@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch.optim import Optimizer
 
 from assocmem.autotune.measure import cpu_model_and_flags
 from assocmem.facts.generate import FactsSpec, write_facts
@@ -109,18 +110,39 @@ def group_jobs(exp: dict[str, Any], model: str, store: Path, arm: Arm, device: s
             for k in range(exp["sweep"]["seeds"])]
 
 
-def _sync(device: torch.device) -> None:
+def synchronize(device: torch.device) -> None:
+    """Wait for the device's queued work (a no-op off CUDA): a timing ends when the work does."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
 
 
 def _timed(action, device: torch.device, repeats: int = 1) -> float:
-    _sync(device)
+    synchronize(device)
     start = time.perf_counter()
     for i in range(repeats):
         action(i)
-    _sync(device)
+    synchronize(device)
     return (time.perf_counter() - start) / repeats
+
+
+def ready_group(jobs: list[TrainJob], warmup: int) -> tuple[StackedTraining, Optimizer, torch.Tensor, list[bool]]:
+    """``jobs`` as one stack, prepared and stepped ``warmup`` turns of its loop (a CUDA graph's capture among them):
+    the trainer, its optimizer, pending training NLL and active replicas, ready for timed turns from ``warmup``."""
+    training = StackedTraining(jobs)
+    optimizer, _, pending = training.prepare()
+    active = [True] * len(jobs)
+    for step in range(warmup):
+        training.loop_step(optimizer, step, active, pending, time.perf_counter())
+    return training, optimizer, pending, active
+
+
+def evaluation_round(training: StackedTraining, stacked: bool = True) -> None:
+    """One evaluation of every replica through the trainer's calls: in one stacked pass as the trainer does it
+    (where the sets stack), or each replica alone (``stacked`` False: its fallback)."""
+    replicas = list(range(len(training.jobs)))
+    measured = training.evaluations(replicas) if stacked else dict.fromkeys(replicas)
+    for i in replicas:
+        training.log_evaluation(i, RunState(1, [], 0.0, 1), 1.0, measured[i])
 
 
 def measure_group(jobs: list[TrainJob], steps: int, warmup: int) -> tuple[float, float, float, bool]:
@@ -128,22 +150,11 @@ def measure_group(jobs: list[TrainJob], steps: int, warmup: int) -> tuple[float,
     turn of its loop, the stacked step and every replica's bookkeeping), and whether the timed steps replayed a CUDA
     graph (``warmup`` covers the eager steps before its capture). ``jobs`` evaluate never in the loop
     (:func:`measure` builds them so); the evaluation round is timed apart."""
-    training = StackedTraining(jobs)
-    device = training.device
-    optimizer, _, pending = training.prepare()
-    active = [True] * len(jobs)
-    clock = time.perf_counter()
-    for step in range(warmup):
-        training.loop_step(optimizer, step, active, pending, clock)
+    training, optimizer, pending, active = ready_group(jobs, warmup)
+    device, clock = training.device, time.perf_counter()
     step_s = _timed(lambda i: training.loop_step(optimizer, warmup + i, active, pending, clock), device, steps)
-
-    def evaluation(_: int) -> None:
-        measured = training.evaluations(list(range(len(jobs))))
-        for i in range(len(jobs)):
-            training.log_evaluation(i, RunState(1, [], 0.0, 1), 1.0, measured[i])
-
-    evaluation(0)  # a first evaluation may upload the evaluation sets: once a run
-    evaluation_s = _timed(evaluation, device)
+    evaluation_round(training)  # a first evaluation may upload the evaluation sets: once a run
+    evaluation_s = _timed(lambda _: evaluation_round(training), device)
     checkpoint_s = _timed(lambda _: training._save(warmup + steps, optimizer, pending), device)
     training.checkpoint.unlink(missing_ok=True)
     graphed = training._graphed is not None and training._graphed.graph is not None

@@ -5,6 +5,7 @@ The batch of step ``s`` is a pure function of (seed, s), so a resumed run sees t
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -107,6 +108,17 @@ def static_shape(batch: Batch, rows: int, width: int) -> Batch:
     if not any(pad):
         return batch
     return F.pad(inputs, pad, value=0), F.pad(targets, pad, value=IGNORE)
+
+
+def static_stack(batches: Sequence[Batch | None], rows: int, width: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Stacked replicas' batches as (K, rows, width) inputs and targets: each padded by :func:`static_shape`, a frozen
+    replica's (None) all padding, so it scores nothing and gets no gradient."""
+    inputs = torch.zeros((len(batches), rows, width), dtype=torch.long)
+    targets = torch.full_like(inputs, IGNORE)
+    for k, batch in enumerate(batches):
+        if batch is not None:
+            inputs[k], targets[k] = static_shape(batch, rows, width)
+    return inputs, targets
 
 
 def static_width(source: BatchSource, max_len: int) -> int:

@@ -39,7 +39,7 @@ from assocmem.progress import bar
 from assocmem.runtime import resolve_device
 from assocmem.runtime.cuda_start import cuda_ready
 from assocmem.stopping import IGNORE, is_new_best
-from assocmem.train.batches import Batch, static_width
+from assocmem.train.batches import Batch, static_stack, static_width
 from assocmem.train.files import BEST_IN_PROGRESS, RunState
 from assocmem.train.loop import TrainJob, cuda_graphs_on
 from assocmem.train.settings import TrainSettings, lr_at
@@ -95,19 +95,11 @@ def scored_targets(batch: Batch | None) -> int:
 
 
 def stack_batches(batches: Sequence[Batch | None], batch_size: int) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
-    """The replicas' batches as (K, B, T) inputs and targets, padded to the longest (inputs with token 0, targets
-    unscored: a causal model's earlier positions never see the padding), and each replica's scored-target count.
-    A frozen replica (None) gets an unscored batch: no loss, no gradient."""
+    """The replicas' batches as (K, B, T) inputs and targets, padded to the longest (:func:`static_stack`: a causal
+    model's earlier positions never see the padding; a frozen replica's None wholly unscored: no loss, no gradient),
+    and each replica's scored-target count."""
     length = max(b[0].shape[1] for b in batches if b is not None)
-    inputs = torch.zeros((len(batches), batch_size, length), dtype=torch.long)
-    targets = torch.full_like(inputs, IGNORE)
-    counts = []
-    for k, batch in enumerate(batches):
-        if batch is not None:
-            inputs[k, :, :batch[0].shape[1]] = batch[0]
-            targets[k, :, :batch[1].shape[1]] = batch[1]
-        counts.append(scored_targets(batch))
-    return inputs, targets, counts
+    return *static_stack(batches, batch_size, length), [scored_targets(batch) for batch in batches]
 
 
 class StackedTraining:
@@ -290,8 +282,9 @@ class StackedTraining:
             state.running_loss += float(pending[i])  # a replica stops only at an evaluation
             pending[i] = 0.0
             self.log_evaluation(i, state, elapsed, measured)
-            if is_new_best(state.metrics):
-                job._save_model(self.stack.export(i, model), BEST_IN_PROGRESS, step=step)
+            if is_new_best(state.metrics):  # evaluated alone, the replica's model already holds its weights
+                job._save_model(model if measured is None else self.stack.export(i, model), BEST_IN_PROGRESS,
+                                step=step)
         if job._stopped(state):
             self.summaries[i] = self._finish(i, self.stack.export(i, model), state)
 

@@ -17,19 +17,15 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-from torch.nn import functional as F
 
 from assocmem.stopping import IGNORE
-from assocmem.train.batches import RECALL_SET, Batch
+from assocmem.train.batches import RECALL_SET, Batch, static_stack
 from assocmem.train.stacked_model import StackedDecoder, summed_nll
 
 
 def stack_padded(batches: Sequence[Batch], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    """The replicas' batches (one each, same rows) as (K, rows, width) inputs and targets on ``device``, padded to
-    the widest with token 0 and unscored targets."""
-    width = max(inputs.shape[1] for inputs, _ in batches)
-    inputs = torch.stack([F.pad(x, (0, width - x.shape[1]), value=0) for x, _ in batches])
-    targets = torch.stack([F.pad(y, (0, width - y.shape[1]), value=IGNORE) for _, y in batches])
+    """The replicas' batches (one each, same rows) as (K, rows, width) on ``device``, padded to the widest."""
+    inputs, targets = static_stack(batches, batches[0][0].shape[0], max(x.shape[1] for x, _ in batches))
     return inputs.to(device), targets.to(device)
 
 

@@ -24,23 +24,12 @@ from typing import Any
 import torch
 
 from assocmem.stopping import IGNORE
-from assocmem.train.batches import Batch, static_shape
+from assocmem.train.batches import Batch, static_stack
 from assocmem.train.graphed import CapturedStep
 from assocmem.train.settings import TrainSettings
 from assocmem.train.stacked_model import StackedDecoder, clip_and_mask, per_replica, summed_nll
 
 log = logging.getLogger(__name__)
-
-
-def static_stack(batches: Sequence[Batch | None], rows: int, width: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The replicas' batches as (K, rows, width) inputs and targets: each padded by :func:`static_shape`, a frozen
-    replica's (None) all padding, so it scores nothing and gets no gradient."""
-    inputs = torch.zeros((len(batches), rows, width), dtype=torch.long)
-    targets = torch.full_like(inputs, IGNORE)
-    for k, batch in enumerate(batches):
-        if batch is not None:
-            inputs[k], targets[k] = static_shape(batch, rows, width)
-    return inputs, targets
 
 
 class StackedGraphedStep(CapturedStep):

@@ -143,5 +143,9 @@ def test_the_command_shares_the_smallest_and_largest_groups_and_writes_each_stag
     assert [s["copies"] for s in rec["sharing"]["turns"]] == [1, 2, 4, 1, 2, 4]
     assert rec["sharing"]["assumptions"] == list(ds.ASSUMPTIONS)
     assert all(row["verdict_with_sharing"] != "open" or "sharing" in row for row in rec["projection"])
+    printed = ds.summary(rec)  # each level's bound: the sensitivity of the reading to the level
+    shared_row = next(row for row in rec["projection"] if "sharing" in row)
+    assert f"at least {shared_row['sharing']['lower_s'] / 60:.1f} min" in printed
+    assert all(f"{v / 60:.1f} min with {m}" in printed for m, v in shared_row["sharing"]["upper_s"].items())
     with pytest.raises(SystemExit, match="--share-models: X9 not in"):
         bench.main(["--share", "2", "--share-models", "D0,X9"])

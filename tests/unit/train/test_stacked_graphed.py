@@ -16,9 +16,9 @@ import torch
 from test_stacked import LOSS_RTOL, REPLICAS, WEIGHT_ATOL, make_job, no_peak_timing, weights  # noqa: F401 (a fixture)
 
 from assocmem.stopping import IGNORE
-from assocmem.train.batches import static_shape
+from assocmem.train.batches import static_shape, static_stack
 from assocmem.train.stacked import StackedTraining
-from assocmem.train.stacked_graphed import StackedGraphedStep, static_stack
+from assocmem.train.stacked_graphed import StackedGraphedStep
 
 
 def test_the_static_stack_pads_each_replica_and_leaves_a_frozen_one_unscored():
