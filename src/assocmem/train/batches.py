@@ -131,6 +131,14 @@ def static_width(source: BatchSource, max_len: int) -> int:
     return max_len
 
 
+def pinned(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """``tensor`` ready for a ``non_blocking`` copy to ``device``: on CUDA a pinned copy, so the host queues the copy
+    and goes on (from pageable memory "the driver may synchronize" with the stream, i.e. the host may wait for the
+    device's earlier work: the CUDA runtime API's "API synchronization behavior"); torch's caching host allocator
+    keeps the pinned block until the copy has run. Elsewhere ``tensor`` itself."""
+    return tensor.pin_memory() if device.type == "cuda" else tensor
+
+
 class DeviceBatches:
     """This rank's share of each step's batch, on the device, and the count of scored targets in the whole batch
     (counted on the host copy: no sync). On CUDA :meth:`prefetch` builds the next step's batch and starts its copy
@@ -155,5 +163,5 @@ class DeviceBatches:
         n_targets = int((targets != IGNORE).sum())
         local = inputs[self.rank::self.world], targets[self.rank::self.world]
         if self.device.type == "cuda":
-            local = tuple(t.pin_memory().to(self.device, non_blocking=True) for t in local)
+            local = tuple(pinned(t, self.device).to(self.device, non_blocking=True) for t in local)
         return step, local, n_targets

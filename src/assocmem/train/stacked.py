@@ -39,7 +39,7 @@ from assocmem.progress import bar
 from assocmem.runtime import resolve_device
 from assocmem.runtime.cuda_start import cuda_ready
 from assocmem.stopping import IGNORE, is_new_best
-from assocmem.train.batches import Batch, static_stack, static_width
+from assocmem.train.batches import Batch, pinned, static_stack, static_width
 from assocmem.train.files import BEST_IN_PROGRESS, RunState
 from assocmem.train.loop import TrainJob, cuda_graphs_on
 from assocmem.train.settings import TrainSettings, lr_at
@@ -143,12 +143,11 @@ class StackedTraining:
             counts = [scored_targets(batch) for batch in batches]
             return self._graphed.run(batches, counts, lrs), counts
         inputs, targets, counts = stack_batches(batches, s.batch_size)
-        denominators = torch.tensor([max(c, 1) for c in counts], dtype=torch.float32).to(self.device)
+        denominators = self._upload(torch.tensor([max(c, 1) for c in counts], dtype=torch.float32))
         total = torch.zeros(len(self.jobs), dtype=torch.float64, device=self.device)
         size = s.micro_batch_size or s.batch_size
         for i in range(0, s.batch_size, size):
-            x = inputs[:, i:i + size].to(self.device, non_blocking=True)
-            y = targets[:, i:i + size].to(self.device, non_blocking=True)
+            x, y = self._upload(inputs[:, i:i + size]), self._upload(targets[:, i:i + size])
             with autocast():
                 nll = summed_nll(stack if self._forward is None else self._forward, x, y)
             (nll / denominators).sum().backward()  # the replicas share no weight: each gets its own gradient
@@ -157,6 +156,10 @@ class StackedTraining:
         optimizer_step(optimizer, stack, lrs)
         optimizer.zero_grad(set_to_none=True)
         return total, counts  # no host sync: the losses are read at evaluations
+
+    def _upload(self, host: torch.Tensor) -> torch.Tensor:
+        """A host tensor on the device, its copy queued without waiting for the device (:func:`pinned`)."""
+        return pinned(host.contiguous(), self.device).to(self.device, non_blocking=True)
 
     def prepare(self) -> tuple[Optimizer, int, torch.Tensor]:
         """The stack in training mode and its optimizer, at the replicas' initial weights or where the group's

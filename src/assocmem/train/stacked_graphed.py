@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from assocmem.stopping import IGNORE
-from assocmem.train.batches import Batch, static_stack
+from assocmem.train.batches import Batch, pinned, static_stack
 from assocmem.train.graphed import CapturedStep
 from assocmem.train.settings import TrainSettings
 from assocmem.train.stacked_model import StackedDecoder, clip_and_mask, per_replica, summed_nll
@@ -59,13 +59,14 @@ class StackedGraphedStep(CapturedStep):
         targets at learning rate ``lrs[k]``. Returns the replicas' summed losses (K,), a device tensor the next step
         overwrites (add it up before then)."""
         inputs, targets = static_stack(batches, *self.inputs.shape[1:])
-        self.inputs.copy_(inputs, non_blocking=True)
-        self.targets.copy_(targets, non_blocking=True)
-        self.scale.copy_(torch.tensor([1.0 / max(c, 1) for c in counts]), non_blocking=True)
-        self.active.copy_(torch.tensor([float(b is not None) for b in batches]), non_blocking=True)
         top = max(lrs)
+        scale = [1.0 / max(c, 1) for c in counts]
+        active = [float(b is not None) for b in batches]
+        back = [1.0 - lr / top if top > 0 else 1.0 for lr in lrs]
+        for buffer, host in ((self.inputs, inputs), (self.targets, targets), (self.scale, torch.tensor(scale)),
+                             (self.active, torch.tensor(active)), (self.back, torch.tensor(back))):
+            buffer.copy_(pinned(host, buffer.device), non_blocking=True)
         self.lr.fill_(top)
-        self.back.copy_(torch.tensor([1.0 - lr / top if top > 0 else 1.0 for lr in lrs]), non_blocking=True)
         self._advance()
         return self.loss
 

@@ -106,3 +106,14 @@ def test_on_cuda_the_captured_stacked_step_is_the_eager_stacked_step(tmp_path):
             assert isinstance(training._graphed, StackedGraphedStep) and training._graphed.graph is not None
     for seed, _ in REPLICAS:
         assert_same_training(tmp_path / f"eager{seed}", tmp_path / f"graphed{seed}")
+
+
+def test_host_tensors_bound_for_cuda_are_pinned_and_others_used_in_place(monkeypatch):
+    from assocmem.train.batches import pinned
+
+    host = torch.arange(6).view(2, 3)
+    assert pinned(host, torch.device("cpu")) is host
+    calls = []
+    monkeypatch.setattr(torch.Tensor, "pin_memory", lambda self: calls.append(self) or self.clone())
+    staged = pinned(host, torch.device("cuda"))
+    assert calls == [host] and staged is not host and torch.equal(staged, host)
