@@ -4,10 +4,11 @@ overhead truth and judged by the rule that :mod:`assocmem.memorisation.decisive_
 another / cannot fit on this device / open), and with ``--check-steps`` the smallest group trained for real against
 the projection, in each arm (precision, CUDA graphs). With ``--share 2,4,8`` the smallest and the largest model's
 groups also step 2, 4 and 8 at once, one process each, and the projection's ``open`` rows are read again by the
-sharing rule of :mod:`assocmem.memorisation.decisive_sharing`. benchmarks/gpu_check.sh runs it on the GPU machine.
+sharing rule of :mod:`assocmem.memorisation.decisive_sharing` (``--share-modes processes,streams``: also with the
+copies on CUDA streams of one process). benchmarks/gpu_check.sh runs it on the GPU machine.
 
     python benchmarks/bench_decisive_wall.py --precision bf16 --graphs off,on --check-steps 2000 --share 2,4,8 \
-        --out wall.json
+        --share-modes processes,streams --out wall.json
     python benchmarks/bench_decisive_wall.py --models D0 --precision fp32 --steps 100 --check-steps 24000 \\
         --out docs/results/memorisation_decisive_wall_cpu.json      # the CPU record
     python benchmarks/bench_decisive_wall.py --dry-run               # one model, a few steps, on any device
@@ -56,9 +57,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--share-models", default="",
                    help="comma-separated models whose groups share (default: the smallest and the largest measured)")
     p.add_argument("--share-window", type=float, default=3.0, help="seconds of stepping timed at each level")
+    p.add_argument("--share-modes", default="processes",
+                   help="comma-separated: processes (one process a group, as the workflow runs them), streams (one "
+                   "process, a CUDA stream a group: no runner does it yet)")
     p.add_argument("--out", type=Path, help="the record (JSON)")
     p.add_argument("--dry-run", action="store_true",
-                   help="model D0 in bf16, 2 steps, a check of 2, two groups sharing for 0.5 s: checks it runs")
+                   help="model D0 in bf16, 2 steps, a check of 2, two groups sharing for 0.5 s in each mode: checks it "
+                   "runs")
     return p
 
 
@@ -88,6 +93,15 @@ def share_levels(text: str) -> list[int]:
     return levels
 
 
+def share_modes(text: str) -> list[str]:
+    """--share-modes' modes, the workflow's way (processes) first: a time cap cuts the other; a one-line error for
+    any other."""
+    modes = {m for m in text.split(",") if m}
+    if not modes or modes - set(ds.MODES):
+        raise SystemExit(f"--share-modes {text}: comma-separated, of {', '.join(ds.MODES)}")
+    return [m for m in ds.MODES if m in modes]
+
+
 def sharing_models(args: argparse.Namespace, exp: dict[str, Any]) -> list[str]:
     """The models --share-models names (none: the smallest and the largest measured, once measured)."""
     chosen = [m for m in args.share_models.split(",") if m]
@@ -106,7 +120,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.dry_run:
         args.models, args.precision, args.graphs = "D0", "bf16", "off"
         args.steps, args.warmup, args.check_steps = 2, 1, 2
-        args.share, args.share_models, args.share_window = "2", "", 0.5
+        args.share, args.share_models, args.share_window, args.share_modes = "2", "", 0.5, "processes,streams"
     exp = column_experiment(args.config)
     models = args.models.split(",") if args.models else list(exp["models"])
     if unknown := sorted(set(models) - set(exp["models"])):
@@ -114,7 +128,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available() else
                           "cpu" if args.device == "auto" else args.device)
     arms = arms_of(args, device)
-    levels, share_models = share_levels(args.share), sharing_models(args, exp)
+    levels, share_models, modes = share_levels(args.share), sharing_models(args, exp), share_modes(args.share_modes)
     with tempfile.TemporaryDirectory(prefix="decisive_wall_") as scratch:
         work = Path(scratch)
         stores = dw.write_stores(exp, work / "data")
@@ -131,11 +145,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             publish([], "checks")
         n_facts, share_models = max(stores), share_models or smallest_and_largest(costs)
         shared: list[ds.SharedTurns] = []
-        for arm in arms if levels else []:
-            for model in share_models:
-                shared += ds.measure_sharing(exp, stores[n_facts], model, n_facts, arm, device.type, levels,
-                                             args.share_window, args.warmup, work / "share")
-                publish(shared, "sharing")
+        for mode in modes if levels else []:
+            for arm in arms:
+                for model in share_models:
+                    shared += ds.measure_sharing(exp, stores[n_facts], model, n_facts, arm, device.type, levels,
+                                                 args.share_window, args.warmup, work / "share", mode)
+                    publish(shared, "sharing")
         rec = publish(shared, "complete")
     print(dw.summary(rec))
     if shared:

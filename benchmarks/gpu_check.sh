@@ -19,9 +19,9 @@
 #   here (assocmem.memorisation.decisive_floor --measure): whether it could fit in 10 minutes at all; and its wall
 #   in bf16 by its own trainer's measured costs, each of its 30 stacked groups timed eager and in one CUDA graph, and
 #   the smallest trained 2,000 steps for real in each against the cost model, and the smallest and the largest
-#   model's groups stepping 1, 2, 4 and 8 at once, one process each, for the rows the wall's rule leaves open
-#   (benchmarks/bench_decisive_wall.py, assocmem.memorisation.decisive_sharing; record $OUT/decisive_wall.json,
-#   written after each stage).
+#   model's groups stepping 1, 2, 4 and 8 at once, one process each, then one CUDA stream each in one process, for
+#   the rows the wall's rule leaves open (benchmarks/bench_decisive_wall.py, assocmem.memorisation.decisive_sharing;
+#   record $OUT/decisive_wall.json, written after each stage).
 #   Before it, a group's evaluation round in one stacked pass against each replica alone, D0 and D14 in bf16
 #   (benchmarks/bench_stacked_eval.py; record $OUT/stacked_eval.json).
 # --dry-run: the same path on the CPU with tiny shapes and a few steps, no wheels, no main run (seconds).
@@ -152,7 +152,7 @@ if ! want decisive; then
 else  # bf16 only: in fp32 the floor alone (23.7-27.8 min on an H200) exceeds the goal
   part 330 "decisive column wall" python3 benchmarks/bench_decisive_wall.py --out "$OUT/decisive_wall.json" \
     $([ $DRY = 1 ] && echo --dry-run || echo --precision bf16 --graphs off,on --check-steps 2000 --share 2,4,8 \
-                                             --share-window 2)
+                                             --share-window 2 --share-modes processes,streams)
 fi
 
 say "table"

@@ -11,6 +11,14 @@ of worker processes, the workers above a level waiting idle, so every level has 
 stepping copy uses 1/m of the host's cores (alone: all of them, as the wall's own measurement). A level's slowdown is
 the mean turn of its groups over the turn alone; its throughput gain is level / slowdown.
 
+A second mode, ``streams``, measures what the workflow cannot do yet: the copies in **one** process, each group
+on its own CUDA stream, stepped turn by turn in a round (off CUDA the same round without streams). Processes on one
+GPU share it by time slices (without NVIDIA's MPS, kernels of two processes do not run at once), so a step captured
+in a CUDA graph, which keeps the device busy with small kernels rather than idle between launches, may gain little
+from them; kernels on two streams of one process can run at once. No runner trains groups so; a ``fits`` reading on
+streams says what one taking the groups greedily into m streams would reach, and is recorded apart from the
+workflow's (``verdict_with_streams``).
+
 Two bounds then read the column at each measured level ``m``, from the groups' walls one at a time (``walls``):
 
 - **upper** (any greedy order of the jobs, as Snakemake's scheduler runs them): with at most m groups at once and
@@ -31,6 +39,7 @@ they are; the sharing rule reads only the rows it leaves ``open``.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import os
 import queue
@@ -55,6 +64,7 @@ from assocmem.memorisation.decisive_wall import (
 )
 from assocmem.train.stacked import StackedTraining
 
+MODES = ("processes", "streams")
 ASSUMPTIONS = (
     "a group's slowdown with fewer groups at once is no larger than with the level's number",
     "groups of other shapes slow each other as the measured shapes' copies do",
@@ -65,7 +75,8 @@ TIMEOUT_S = 600.0  # the longest wait for a worker's report: its start (torch, C
 
 @dataclass(frozen=True)
 class SharedTurns:
-    """A group's turn while ``copies`` groups of its shape step at once, one process each."""
+    """A group's turn while ``copies`` groups of its shape step at once, one process each (``mode`` processes) or
+    on one stream each of one process (streams)."""
 
     model: str
     n_params: int
@@ -75,22 +86,30 @@ class SharedTurns:
     copies: int
     turn_s: float  # the mean over the copies of their turns' wall time in the window
     turns: int  # turns the copies stepped in the window, in all
+    mode: str = "processes"
 
 
 def measure_sharing(exp: dict[str, Any], store: Path, model: str, n_facts: int, arm: Arm, device: str,
-                    levels: list[int], window_s: float, warmup: int, work: Path) -> list[SharedTurns]:
+                    levels: list[int], window_s: float, warmup: int, work: Path,
+                    mode: str = "processes") -> list[SharedTurns]:
     """The group (``model``, ``n_facts``: facts in ``store``) in ``arm`` at each level of sharing (1 and
-    ``levels``), by worker processes (one per copy at the largest level) that start once."""
+    ``levels``): by worker processes (one per copy at the largest level) that start once, or (``mode`` streams) by
+    one worker process holding every copy."""
+    if mode not in MODES:
+        raise AssocmemError(f"sharing mode {mode!r}: one of {', '.join(MODES)}")
     levels = sorted({1, *levels})
     copies = levels[-1]
     context = mp.get_context("spawn")  # a fresh interpreter per worker, as each workflow job is (CUDA needs it)
     barrier, results = context.Barrier(copies), context.Queue()
+    run = work / f"{mode}_{arm_name(arm)}_{model}_{n_facts}"
     # not daemonic: a daemonic process may not start its own (torch.compile's workers); the finally below ends them
-    workers = [context.Process(target=_worker,
-                               args=(exp, store, model, arm, device, levels, window_s, warmup,
-                                     work / f"{arm_name(arm)}_{model}_{n_facts}" / f"copy{i}", i, copies, barrier,
-                                     results))
-               for i in range(copies)]
+    if mode == "streams":
+        workers = [context.Process(target=_stream_worker, args=(exp, store, model, arm, device, levels, window_s,
+                                                                warmup, run, copies, results))]
+    else:
+        workers = [context.Process(target=_worker, args=(exp, store, model, arm, device, levels, window_s, warmup,
+                                                         run / f"copy{i}", i, copies, barrier, results))
+                   for i in range(copies)]
     for worker in workers:
         worker.start()
     try:
@@ -102,7 +121,7 @@ def measure_sharing(exp: dict[str, Any], store: Path, model: str, n_facts: int, 
                 worker.terminate()
     n_params = rows[0][4]
     return [SharedTurns(model, n_params, n_facts, arm[0], arm[1], level,
-                        sum(r[2] for r in at) / len(at), sum(r[3] for r in at))
+                        sum(r[2] for r in at) / len(at), sum(r[3] for r in at), mode)
             for level in levels for at in [[r for r in rows if r[0] == level]]]
 
 
@@ -146,6 +165,52 @@ def _worker(exp, store, model, arm, device, levels, window_s, warmup, work, inde
         results.put(("error", index, f"{type(error).__name__}: {error}"))
 
 
+def _stream_worker(exp, store, model, arm, device, levels, window_s, warmup, work, copies, results) -> None:
+    """Every copy in this one process, each built, warmed up and stepped on its own CUDA stream (none off CUDA): at
+    each level the first ``level`` copies step in rounds, one turn each a round, for a window of wall time."""
+    try:
+        streams = [torch.cuda.Stream() if device == "cuda" else None for _ in range(copies)]
+        groups = []
+        for i, stream in enumerate(streams):
+            jobs = group_jobs(exp, model, store, arm, device, work / f"copy{i}", eval_interval=NEVER)
+            with _on(stream):
+                groups.append(ready_group(jobs, warmup))
+        steps, n_params = [warmup] * copies, n_parameters(jobs[0])
+        for level in levels:
+            turns, seconds = _round_window(groups[:level], streams[:level], steps, window_s)
+            for i in range(level):
+                results.put((level, i, seconds / turns, turns, n_params))
+    except Exception as error:  # reported to the parent in one line
+        results.put(("error", 0, f"{type(error).__name__}: {error}"))
+
+
+def _on(stream: torch.cuda.Stream | None):
+    return torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext()
+
+
+def step_round(groups: list, streams: list, steps: list[int], clock: float) -> None:
+    """One turn of each of ``groups`` (:func:`ready_group`'s tuples), each on its stream (None: the current one),
+    group i from ``steps[i]``, which it advances. The groups share nothing but the host thread and the device."""
+    for i, ((training, optimizer, pending, active), stream) in enumerate(zip(groups, streams, strict=True)):
+        with _on(stream):
+            training.loop_step(optimizer, steps[i], active, pending, clock)
+        steps[i] += 1
+
+
+def _round_window(groups: list, streams: list, steps: list[int], window_s: float) -> tuple[int, float]:
+    """Rounds of :func:`step_round` for ``window_s`` seconds of wall time: (rounds, seconds to the last one's end,
+    every stream's work done)."""
+    device = groups[0][0].device
+    synchronize(device)
+    start = time.perf_counter()
+    rounds = 0
+    while time.perf_counter() - start < window_s:
+        step_round(groups, streams, steps, start)
+        rounds += 1
+    synchronize(device)
+    return rounds, time.perf_counter() - start
+
+
 def _window(training: StackedTraining, optimizer, step: int, active: list[bool], pending: torch.Tensor,
             window_s: float) -> tuple[int, float]:
     """Turns of the loop for ``window_s`` seconds of wall time: (turns, seconds to the last one's end)."""
@@ -159,10 +224,10 @@ def _window(training: StackedTraining, optimizer, step: int, active: list[bool],
     return turns, time.perf_counter() - start
 
 
-def slowdowns(shared: list[SharedTurns], arm: Arm) -> dict[int, tuple[float, float]]:
+def slowdowns(shared: list[SharedTurns], arm: Arm, mode: str = "processes") -> dict[int, tuple[float, float]]:
     """Per level of sharing: the smallest and the largest slowdown of a group over the shapes measured in ``arm``
-    (its turn at that level over its turn alone)."""
-    mine = [s for s in shared if (s.precision, s.cuda_graphs) == arm]
+    and ``mode`` (its turn at that level over its turn alone, measured so)."""
+    mine = [s for s in shared if (s.precision, s.cuda_graphs) == arm and s.mode == mode]
     alone = {(s.model, s.n_facts): s.turn_s for s in mine if s.copies == 1}
     by_level: dict[int, list[float]] = {}
     for s in mine:
@@ -194,39 +259,57 @@ def sharing_verdict(walls: list[float], slow: dict[int, tuple[float, float]], go
     return {"rule": rule, "upper_s": {str(k): v for k, v in upper.items()}, "lower_s": lower, "best_gain": gain}
 
 
+# the projection row's keys for each mode's reading: (reading, verdict, verdict with the walls scaled)
+READING_KEYS = {"processes": ("sharing", "verdict_with_sharing", "verdict_with_sharing_if_walls_scaled"),
+                "streams": ("sharing_streams", "verdict_with_streams", "verdict_with_streams_if_walls_scaled")}
+
+
 def read_projection(projection: list[dict[str, Any]], shared: list[SharedTurns]) -> None:
-    """Add to each row of decisive_wall's projection that its rule leaves ``open`` the sharing rule's reading, as
-    measured and with the walls scaled by the model's error; the other rows keep their verdict."""
-    for row in projection:
-        arm = (row["precision"], row["cuda_graphs"])
-        slow = slowdowns(shared, arm)
-        if row["verdict"] != "open" or len(slow) < 2:
-            row["verdict_with_sharing"] = row["verdict"]
-            continue
-        walls = [w["wall_s"] for w in row["by_group"]]
-        reading = sharing_verdict(walls, slow)
-        row["sharing"] = {**reading, "slowdowns": {str(k): list(v) for k, v in slow.items()}}
-        row["verdict_with_sharing"] = reading["rule"]
-        row["verdict_with_sharing_if_walls_scaled"] = {
-            str(f): sharing_verdict([f * w for w in walls], slow)["rule"] for f in MODEL_ERROR_SCALES}
+    """Add to each row of decisive_wall's projection that its rule leaves ``open`` each measured mode's reading by
+    the sharing rule, as measured and with the walls scaled by the model's error; the other rows keep their
+    verdict."""
+    for mode in dict.fromkeys(s.mode for s in shared):
+        reading_key, verdict_key, scaled_key = READING_KEYS[mode]
+        for row in projection:
+            slow = slowdowns(shared, (row["precision"], row["cuda_graphs"]), mode)
+            if row["verdict"] != "open" or len(slow) < 2:
+                row[verdict_key] = row["verdict"]
+                continue
+            walls = [w["wall_s"] for w in row["by_group"]]
+            reading = sharing_verdict(walls, slow)
+            row[reading_key] = {**reading, "slowdowns": {str(k): list(v) for k, v in slow.items()}}
+            row[verdict_key] = reading["rule"]
+            row[scaled_key] = {str(f): sharing_verdict([f * w for w in walls], slow)["rule"]
+                               for f in MODEL_ERROR_SCALES}
+
+
+STREAMS_NOTE = ("streams: the copies in one process, one CUDA stream each; no runner trains groups so, and "
+                "verdict_with_streams is what one taking them greedily into that many streams would reach")
 
 
 def record(shared: list[SharedTurns], window_s: float) -> dict[str, Any]:
-    return {"window_s": window_s, "host_cores": os.cpu_count(), "assumptions": list(ASSUMPTIONS),
-            "turns": [asdict(s) for s in shared]}
+    modes = list(dict.fromkeys(s.mode for s in shared))
+    return {"window_s": window_s, "host_cores": os.cpu_count(), "assumptions": list(ASSUMPTIONS), "modes": modes,
+            **({"streams_note": STREAMS_NOTE} if "streams" in modes else {}), "turns": [asdict(s) for s in shared]}
 
 
 def summary(rec: dict[str, Any]) -> str:
     lines = [f"  groups sharing the device ({rec['sharing']['window_s']:g} s windows):"]
     for s in rec["sharing"]["turns"]:
-        lines.append(f"    {arm_name((s['precision'], s['cuda_graphs']))} {s['model']}/{s['n_facts']} x{s['copies']}: "
-                     f"turn {1e3 * s['turn_s']:.2f} ms ({s['turns']} turns)")
-    for row in rec["projection"]:
-        if "sharing" in row:
-            lines.append(f"    {arm_name((row['precision'], row['cuda_graphs']))} {row['law']} b={row['b']:.2f}: "
-                         f"{row['verdict_with_sharing']} (best gain x{row['sharing']['best_gain']:.1f}, needed "
-                         f"x{row['throughput_gain_needed']:.1f}; at least {row['sharing']['lower_s'] / 60:.1f} min, "
-                         "at most " + ", ".join(f"{v / 60:.1f} min with {m}" for m, v in
-                                                row["sharing"]["upper_s"].items()) + "; walls " + ", ".join(
-                             f"x{f}: {v}" for f, v in row["verdict_with_sharing_if_walls_scaled"].items()) + ")")
+        lines.append(f"    {s.get('mode', 'processes')} {arm_name((s['precision'], s['cuda_graphs']))} "
+                     f"{s['model']}/{s['n_facts']} x{s['copies']}: turn {1e3 * s['turn_s']:.2f} ms "
+                     f"({s['turns']} turns)")
+    for mode, (reading_key, verdict_key, scaled_key) in READING_KEYS.items():
+        for row in rec["projection"]:
+            if reading_key in row:
+                lines.append(_reading_line(mode, row, row[reading_key], row[verdict_key], row[scaled_key]))
     return "\n".join(lines)
+
+
+def _reading_line(mode: str, row: dict[str, Any], reading: dict[str, Any], verdict: str,
+                  scaled: dict[str, str]) -> str:
+    upper = ", ".join(f"{v / 60:.1f} min with {m}" for m, v in reading["upper_s"].items())
+    walls = ", ".join(f"x{f}: {v}" for f, v in scaled.items())
+    return (f"    {mode} {arm_name((row['precision'], row['cuda_graphs']))} {row['law']} b={row['b']:.2f}: {verdict} "
+            f"(best gain x{reading['best_gain']:.1f}, needed x{row['throughput_gain_needed']:.1f}; at least "
+            f"{reading['lower_s'] / 60:.1f} min, at most {upper}; walls {walls})")

@@ -10,6 +10,7 @@ import sys
 from types import SimpleNamespace
 
 import pytest
+import torch
 from helpers import ROOT
 from hypothesis import given
 from hypothesis import strategies as st
@@ -55,8 +56,9 @@ def test_the_sharing_rule_reads_fits_does_not_fit_and_open(walls, slow, rule):
     assert reading["lower_s"] <= min(reading["upper_s"].values())
 
 
-def turns(model: str, copies: int, turn_s: float, arm: dw.Arm = ("bf16", True), n_params: int = 1) -> ds.SharedTurns:
-    return ds.SharedTurns(model, n_params, 16384, arm[0], arm[1], copies, turn_s, 100)
+def turns(model: str, copies: int, turn_s: float, arm: dw.Arm = ("bf16", True), n_params: int = 1,
+          mode: str = "processes") -> ds.SharedTurns:
+    return ds.SharedTurns(model, n_params, 16384, arm[0], arm[1], copies, turn_s, 100, mode)
 
 
 def test_a_levels_slowdowns_are_the_smallest_and_largest_over_the_shapes_of_its_arm():
@@ -124,23 +126,27 @@ def test_the_command_shares_the_smallest_and_largest_groups_and_writes_each_stag
     out = tmp_path / "wall.json"
     calls = []
 
-    def fake_sharing(exp, store, model, n_facts, arm, device, levels, window_s, warmup, work):
+    def fake_sharing(exp, store, model, n_facts, arm, device, levels, window_s, warmup, work, mode):
         partial = json.loads(out.read_text())  # what came before is kept if this stage is cut
         assert partial["stage"] == ("costs" if not calls else "sharing")
         assert all("verdict_with_sharing" not in row for row in partial["projection"])  # not read from some shapes
-        calls.append((model, n_facts, arm, levels))
+        calls.append((model, n_facts, arm, levels, mode))
         n_params = {c.model: c.n_params for c in every_group(0.0)}[model]
-        return [turns(model, level, 1e-3 * level ** 0.5, arm, n_params) for level in (1, *levels)]
+        return [turns(model, level, 1e-3 * level ** 0.5, arm, n_params, mode) for level in (1, *levels)]
 
     monkeypatch.setattr(dw, "write_stores", lambda exp, work: {8192: work, 16384: work})
     monkeypatch.setattr(dw, "measure", lambda *a, **k: every_group(4e-4))
     monkeypatch.setattr(dw, "product_rates", lambda device, precisions: {"bf16": 1e18})
     monkeypatch.setattr(ds, "measure_sharing", fake_sharing)
     monkeypatch.setattr(bench, "arms_of", lambda args, device: [("bf16", True)])
-    rec = bench.main(["--precision", "bf16", "--share", "2,4", "--out", str(out), "--device", "cpu"])
-    assert calls == [("D0", 16384, ("bf16", True), [2, 4]), ("D14", 16384, ("bf16", True), [2, 4])]
+    rec = bench.main(["--precision", "bf16", "--share", "2,4", "--out", str(out), "--device", "cpu",
+                      "--share-modes", "streams,processes"])
+    assert calls == [(model, 16384, ("bf16", True), [2, 4], mode)  # the workflow's way first, whatever the order
+                     for mode in ("processes", "streams") for model in ("D0", "D14")]
     assert json.loads(out.read_text())["stage"] == rec["stage"] == "complete"
-    assert [s["copies"] for s in rec["sharing"]["turns"]] == [1, 2, 4, 1, 2, 4]
+    assert [s["copies"] for s in rec["sharing"]["turns"]] == [1, 2, 4] * 4
+    assert rec["sharing"]["modes"] == ["processes", "streams"] and "no runner" in rec["sharing"]["streams_note"]
+    assert all(row["verdict_with_streams"] != "open" or "sharing_streams" in row for row in rec["projection"])
     assert rec["sharing"]["assumptions"] == list(ds.ASSUMPTIONS)
     assert all(row["verdict_with_sharing"] != "open" or "sharing" in row for row in rec["projection"])
     printed = ds.summary(rec)  # each level's bound: the sensitivity of the reading to the level
@@ -149,3 +155,62 @@ def test_the_command_shares_the_smallest_and_largest_groups_and_writes_each_stag
     assert all(f"{v / 60:.1f} min with {m}" in printed for m, v in shared_row["sharing"]["upper_s"].items())
     with pytest.raises(SystemExit, match="--share-models: X9 not in"):
         bench.main(["--share", "2", "--share-models", "D0,X9"])
+    assert "streams bf16" in printed and "processes bf16" in printed
+
+
+@pytest.mark.parametrize("text", ["", "threads", "processes,mps"])
+def test_sharing_modes_are_processes_or_streams(text):
+    with pytest.raises(SystemExit, match="--share-modes .*: comma-separated, of processes, streams"):
+        bench.share_modes(text)
+    assert bench.share_modes("streams,processes,streams") == ["processes", "streams"]
+
+
+def test_each_mode_is_read_from_its_own_turns():
+    column = bench.column_experiment()
+    rows = dw.project(every_group(4e-4), column, {"bf16": 1e18})  # open: one after another 845-1498 s
+    shared = [turns("D0", 1, 1e-3), turns("D0", 8, 8e-3),  # processes: no gain at 8
+              turns("D0", 1, 1e-3, mode="streams"), turns("D0", 8, 1.2e-3, mode="streams")]
+    ds.read_projection(rows, shared)
+    for row in rows:
+        walls = [g["wall_s"] for g in row["by_group"]]
+        assert row["verdict_with_sharing"] == ds.sharing_verdict(walls, {1: (1, 1), 8: (8, 8)})["rule"]
+        assert row["verdict_with_streams"] == ds.sharing_verdict(walls, {1: (1, 1), 8: (1.2, 1.2)})["rule"]
+        assert row["sharing_streams"]["slowdowns"] == {"1": [1.0, 1.0], "8": [1.2, 1.2]}
+        assert set(row["verdict_with_streams_if_walls_scaled"]) == {str(f) for f in dw.MODEL_ERROR_SCALES}
+    assert {row["verdict_with_sharing"] for row in rows} == {"does not fit up to 8 at once"}
+    assert {row["verdict_with_streams"] for row in rows} == {"fits with 8 at once"}
+    assert ds.slowdowns(shared, ("bf16", True), "streams") == {1: (1.0, 1.0), 8: (1.2, 1.2)}
+    with pytest.raises(AssocmemError, match="sharing mode 'mps': one of processes, streams"):
+        ds.measure_sharing(column, None, "D0", 1, ("bf16", True), "cpu", [2], 0.1, 1, None, "mps")
+
+
+def test_copies_on_streams_step_in_rounds_in_one_process(tiny):
+    exp, stores, work = tiny
+    shared = ds.measure_sharing(exp, stores[40], "D0", 40, ("fp32", False), "cpu", [2], 0.3, 1, work / "streams",
+                                "streams")
+    assert [(s.copies, s.mode) for s in shared] == [(1, "streams"), (2, "streams")]
+    assert all(s.turns > 0 and s.turn_s > 0 for s in shared)
+    assert shared[1].turns % 2 == 0  # two copies, the same number of rounds each
+    assert not list((work / "streams").rglob("*.pt"))
+
+
+def test_groups_stepped_in_rounds_train_as_each_alone(tiny):
+    """What a runner of groups on streams needs: stepping groups of two shapes turn by turn in one process changes
+    none of their weights (bit for bit on the CPU)."""
+    exp, stores, work = tiny
+
+    def groups(tag):
+        return [dw.ready_group(dw.group_jobs(exp, model, stores[40], ("fp32", False), "cpu", work / tag / model,
+                                             eval_interval=dw.NEVER), 1) for model in ("D0", "D1")]
+
+    together, steps = groups("together"), [1, 1]
+    for _ in range(6):
+        ds.step_round(together, [None, None], steps, 0.0)
+    assert steps == [7, 7]
+    for (training, optimizer, pending, active), mixed in zip(groups("alone"), together, strict=True):
+        for step in range(1, 7):
+            training.loop_step(optimizer, step, active, pending, 0.0)
+        for (name, alone), (_, other) in zip(training.stack.named_stacked(), mixed[0].stack.named_stacked(),
+                                             strict=True):
+            assert torch.equal(alone, other), name
+        assert torch.equal(pending, mixed[2])

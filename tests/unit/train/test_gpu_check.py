@@ -27,7 +27,9 @@ def test_the_gpu_check_passes_its_dry_run(tmp_path) -> None:
     assert "groups sharing the device" in result.stdout
     (evaluation,) = json.loads((tmp_path / "stacked_eval.json").read_text())["rows"]
     assert evaluation["model"] == "D0" and evaluation["stacked_s"] > 0 and evaluation["alone_s"] > 0
-    assert wall["stage"] == "complete" and [t["copies"] for t in wall["sharing"]["turns"]] == [1, 2]
+    assert wall["stage"] == "complete"
+    assert [(t["mode"], t["copies"]) for t in wall["sharing"]["turns"]] == [
+        ("processes", 1), ("processes", 2), ("streams", 1), ("streams", 2)]
     assert any(line.startswith(("skip stacked replicas", "== t=")) for line in lines)
 
 
