@@ -668,14 +668,22 @@ def test_the_decisive_sharing_cpu_record_is_its_own_arithmetic_and_benchmarks_re
 
     rec = _load("memorisation_decisive_sharing_cpu.json")
     shared = [ds.SharedTurns(**t) for t in rec["sharing"]["turns"]]
-    turn = {s.copies: s.turn_s for s in shared}
-    assert ds.slowdowns(shared, ("fp32", False)) == {1: (1.0, 1.0), 2: (turn[2] / turn[1],) * 2}
+    turn = {(s.mode, s.copies): s.turn_s for s in shared}
+    for mode in ("processes", "streams"):
+        assert ds.slowdowns(shared, ("fp32", False), mode) == {
+            1: (1.0, 1.0), 2: (turn[mode, 2] / turn[mode, 1],) * 2}
     assert rec["stage"] == "complete" and rec["sharing"]["assumptions"] == list(ds.ASSUMPTIONS)
-    assert all(row["verdict_with_sharing"] == row["verdict"] == "cannot fit" for row in rec["projection"])
+    assert rec["sharing"]["modes"] == ["processes", "streams"]
+    assert all(row["verdict_with_sharing"] == row["verdict_with_streams"] == row["verdict"] == "cannot fit"
+               for row in rec["projection"])
     bench = (ROOT / "benchmarks" / "README.md").read_text().replace("\n", " ")
-    assert (f"commit {rec['commit']} (`--models D0 --precision fp32 --share 2 --share-window 4`" in bench)
-    assert (f"stepped {1e3 * turn[2]:.1f} ms a turn each against {1e3 * turn[1]:.1f} ms alone: a throughput gain of "
-            f"×{2 * turn[1] / turn[2]:.2f} on two cores" in bench)
+    assert (f"commit {rec['commit']} (`--models D0 --precision fp32 --share 2 --share-window 4 --share-modes "
+            "processes,streams`" in bench)
+    processes, streams = [(turn[m, 1], turn[m, 2]) for m in ("processes", "streams")]
+    assert (f"stepped {1e3 * processes[1]:.1f} ms a turn each against {1e3 * processes[0]:.1f} ms alone: a throughput "
+            f"gain of ×{2 * processes[0] / processes[1]:.2f} on two cores" in bench)
+    assert (f"in one process, in rounds, {1e3 * streams[1]:.1f} ms against {1e3 * streams[0]:.1f} ms: "
+            f"×{2 * streams[0] / streams[1]:.2f}" in bench)
 
 
 def test_benchmarks_readme_quotes_the_stacked_evaluation_records() -> None:
