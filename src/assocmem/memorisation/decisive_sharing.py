@@ -40,6 +40,7 @@ they are; the sharing rule reads only the rows it leaves ``open``.
 from __future__ import annotations
 
 import contextlib
+import math
 import multiprocessing as mp
 import os
 import queue
@@ -62,7 +63,6 @@ from assocmem.memorisation.decisive_wall import (
     ready_group,
     synchronize,
 )
-from assocmem.train.stacked import StackedTraining
 
 MODES = ("processes", "streams")
 ASSUMPTIONS = (
@@ -87,6 +87,7 @@ class SharedTurns:
     turn_s: float  # the mean over the copies of their turns' wall time in the window
     turns: int  # turns the copies stepped in the window, in all
     mode: str = "processes"
+    halves_s: tuple[float, float] = (math.nan, math.nan)  # the mean turn in each half of the window
 
 
 def measure_sharing(exp: dict[str, Any], store: Path, model: str, n_facts: int, arm: Arm, device: str,
@@ -119,15 +120,20 @@ def measure_sharing(exp: dict[str, Any], store: Path, model: str, n_facts: int, 
             worker.join(timeout=30)
             if worker.is_alive():
                 worker.terminate()
-    n_params = rows[0][4]
-    return [SharedTurns(model, n_params, n_facts, arm[0], arm[1], level,
-                        sum(r[2] for r in at) / len(at), sum(r[3] for r in at), mode)
+    n_params = rows[0][5]
+    return [SharedTurns(model, n_params, n_facts, arm[0], arm[1], level, _mean(r[2] for r in at),
+                        sum(r[3] for r in at), mode, (_mean(r[4][0] for r in at), _mean(r[4][1] for r in at)))
             for level in levels for at in [[r for r in rows if r[0] == level]]]
 
 
-def _receive(results, workers: list, group: str) -> tuple[int, int, float, int, int]:
-    """One worker's (level, copy, turn seconds, turns, parameters a replica); a worker's failure, or its death, as a
-    one-line error."""
+def _mean(values) -> float:
+    values = list(values)
+    return sum(values) / len(values)
+
+
+def _receive(results, workers: list, group: str) -> tuple[int, int, float, int, tuple[float, float], int]:
+    """One worker's (level, copy, turn seconds, turns, the turn in each half of the window, parameters a replica); a
+    worker's failure, or its death, as a one-line error."""
     deadline = time.monotonic() + TIMEOUT_S
     while True:
         try:
@@ -150,15 +156,13 @@ def _worker(exp, store, model, arm, device, levels, window_s, warmup, work, inde
     (idle otherwise), the copies meeting at the barrier before and after each window."""
     try:
         jobs = group_jobs(exp, model, store, arm, device, work, eval_interval=NEVER)
-        training, optimizer, pending, active = ready_group(jobs, warmup)
-        step = warmup
+        group, steps = ready_group(jobs, warmup), [warmup]
         for level in levels:
             barrier.wait(timeout=TIMEOUT_S)
             if index < level:
                 torch.set_num_threads(max(1, (os.cpu_count() or 1) // level))  # the host's cores, shared
-                turns, seconds = _window(training, optimizer, step, active, pending, window_s)
-                step += turns
-                results.put((level, index, seconds / turns, turns, n_parameters(jobs[0])))
+                results.put((level, index, *_halved_window([group], [None], steps, window_s),
+                             n_parameters(jobs[0])))
             barrier.wait(timeout=TIMEOUT_S)
     except Exception as error:  # reported to the parent in one line; the other copies' barrier is released
         barrier.abort()
@@ -177,9 +181,9 @@ def _stream_worker(exp, store, model, arm, device, levels, window_s, warmup, wor
                 groups.append(ready_group(jobs, warmup))
         steps, n_params = [warmup] * copies, n_parameters(jobs[0])
         for level in levels:
-            turns, seconds = _round_window(groups[:level], streams[:level], steps, window_s)
+            measured = _halved_window(groups[:level], streams[:level], steps, window_s)
             for i in range(level):
-                results.put((level, i, seconds / turns, turns, n_params))
+                results.put((level, i, *measured, n_params))
     except Exception as error:  # reported to the parent in one line
         results.put(("error", 0, f"{type(error).__name__}: {error}"))
 
@@ -211,27 +215,29 @@ def _round_window(groups: list, streams: list, steps: list[int], window_s: float
     return rounds, time.perf_counter() - start
 
 
-def _window(training: StackedTraining, optimizer, step: int, active: list[bool], pending: torch.Tensor,
-            window_s: float) -> tuple[int, float]:
-    """Turns of the loop for ``window_s`` seconds of wall time: (turns, seconds to the last one's end)."""
-    synchronize(training.device)
-    start = time.perf_counter()
-    turns = 0
-    while time.perf_counter() - start < window_s:
-        training.loop_step(optimizer, step + turns, active, pending, start)
-        turns += 1
-    synchronize(training.device)
-    return turns, time.perf_counter() - start
+def _halved_window(groups: list, streams: list, steps: list[int], window_s: float
+                   ) -> tuple[float, int, tuple[float, float]]:
+    """A window of ``window_s`` seconds as two halves, each timed to its work's end: (turn seconds over the window,
+    turns a group, the turn in each half). The halves show how much a reading depends on the window's length."""
+    halves = [_round_window(groups, streams, steps, window_s / 2) for _ in range(2)]
+    turns, seconds = sum(t for t, _ in halves), sum(s for _, s in halves)
+    return seconds / turns, turns, (halves[0][1] / halves[0][0], halves[1][1] / halves[1][0])
 
 
-def slowdowns(shared: list[SharedTurns], arm: Arm, mode: str = "processes") -> dict[int, tuple[float, float]]:
+def slowdowns(shared: list[SharedTurns], arm: Arm, mode: str = "processes",
+              half: int | None = None) -> dict[int, tuple[float, float]]:
     """Per level of sharing: the smallest and the largest slowdown of a group over the shapes measured in ``arm``
-    and ``mode`` (its turn at that level over its turn alone, measured so)."""
+    and ``mode`` (its turn at that level over its turn alone, measured so), over the whole windows or over one
+    ``half`` (0, 1) of each."""
     mine = [s for s in shared if (s.precision, s.cuda_graphs) == arm and s.mode == mode]
-    alone = {(s.model, s.n_facts): s.turn_s for s in mine if s.copies == 1}
+
+    def turn(s: SharedTurns) -> float:
+        return s.turn_s if half is None else s.halves_s[half]
+
+    alone = {(s.model, s.n_facts): turn(s) for s in mine if s.copies == 1}
     by_level: dict[int, list[float]] = {}
     for s in mine:
-        by_level.setdefault(s.copies, []).append(s.turn_s / alone[(s.model, s.n_facts)])
+        by_level.setdefault(s.copies, []).append(turn(s) / alone[(s.model, s.n_facts)])
     return {level: (min(v), max(v)) for level, v in sorted(by_level.items())}
 
 
@@ -259,15 +265,17 @@ def sharing_verdict(walls: list[float], slow: dict[int, tuple[float, float]], go
     return {"rule": rule, "upper_s": {str(k): v for k, v in upper.items()}, "lower_s": lower, "best_gain": gain}
 
 
-# the projection row's keys for each mode's reading: (reading, verdict, verdict with the walls scaled)
+# the projection row's keys for each mode's reading: (reading, verdict, verdict with the walls scaled); the verdict
+# read from each half of the windows alone is under the verdict's key + "_by_half"
 READING_KEYS = {"processes": ("sharing", "verdict_with_sharing", "verdict_with_sharing_if_walls_scaled"),
                 "streams": ("sharing_streams", "verdict_with_streams", "verdict_with_streams_if_walls_scaled")}
+HALVES = ("first", "second")
 
 
 def read_projection(projection: list[dict[str, Any]], shared: list[SharedTurns]) -> None:
     """Add to each row of decisive_wall's projection that its rule leaves ``open`` each measured mode's reading by
-    the sharing rule, as measured and with the walls scaled by the model's error; the other rows keep their
-    verdict."""
+    the sharing rule, as measured, with the walls scaled by the model's error and from each half of the windows
+    alone (where measured); the other rows keep their verdict."""
     for mode in dict.fromkeys(s.mode for s in shared):
         reading_key, verdict_key, scaled_key = READING_KEYS[mode]
         for row in projection:
@@ -281,6 +289,11 @@ def read_projection(projection: list[dict[str, Any]], shared: list[SharedTurns])
             row[verdict_key] = reading["rule"]
             row[scaled_key] = {str(f): sharing_verdict([f * w for w in walls], slow)["rule"]
                                for f in MODEL_ERROR_SCALES}
+            mine = [s for s in shared if s.mode == mode]
+            if all(not math.isnan(s.halves_s[0]) for s in mine):
+                row[verdict_key + "_by_half"] = {
+                    name: sharing_verdict(walls, slowdowns(shared, (row["precision"], row["cuda_graphs"]), mode,
+                                                           half))["rule"] for half, name in enumerate(HALVES)}
 
 
 STREAMS_NOTE = ("streams: the copies in one process, one CUDA stream each; no runner trains groups so, and "
@@ -296,20 +309,24 @@ def record(shared: list[SharedTurns], window_s: float) -> dict[str, Any]:
 def summary(rec: dict[str, Any]) -> str:
     lines = [f"  groups sharing the device ({rec['sharing']['window_s']:g} s windows):"]
     for s in rec["sharing"]["turns"]:
+        halves = s.get("halves_s", (math.nan, math.nan))
         lines.append(f"    {s.get('mode', 'processes')} {arm_name((s['precision'], s['cuda_graphs']))} "
                      f"{s['model']}/{s['n_facts']} x{s['copies']}: turn {1e3 * s['turn_s']:.2f} ms "
-                     f"({s['turns']} turns)")
-    for mode, (reading_key, verdict_key, scaled_key) in READING_KEYS.items():
+                     f"({s['turns']} turns; halves {1e3 * halves[0]:.2f}, {1e3 * halves[1]:.2f} ms)")
+    for mode, (reading_key, verdict_key, _) in READING_KEYS.items():
         for row in rec["projection"]:
             if reading_key in row:
-                lines.append(_reading_line(mode, row, row[reading_key], row[verdict_key], row[scaled_key]))
+                lines.append(_reading_line(mode, row, verdict_key))
     return "\n".join(lines)
 
 
-def _reading_line(mode: str, row: dict[str, Any], reading: dict[str, Any], verdict: str,
-                  scaled: dict[str, str]) -> str:
+def _reading_line(mode: str, row: dict[str, Any], verdict_key: str) -> str:
+    reading_key, _, scaled_key = READING_KEYS[mode]
+    reading = row[reading_key]
     upper = ", ".join(f"{v / 60:.1f} min with {m}" for m, v in reading["upper_s"].items())
-    walls = ", ".join(f"x{f}: {v}" for f, v in scaled.items())
-    return (f"    {mode} {arm_name((row['precision'], row['cuda_graphs']))} {row['law']} b={row['b']:.2f}: {verdict} "
-            f"(best gain x{reading['best_gain']:.1f}, needed x{row['throughput_gain_needed']:.1f}; at least "
-            f"{reading['lower_s'] / 60:.1f} min, at most {upper}; walls {walls})")
+    walls = ", ".join(f"x{f}: {v}" for f, v in row[scaled_key].items())
+    halves = ", ".join(f"{k} half: {v}" for k, v in row.get(verdict_key + "_by_half", {}).items())
+    return (f"    {mode} {arm_name((row['precision'], row['cuda_graphs']))} {row['law']} b={row['b']:.2f}: "
+            f"{row[verdict_key]} (best gain x{reading['best_gain']:.1f}, needed x{row['throughput_gain_needed']:.1f}; "
+            f"at least {reading['lower_s'] / 60:.1f} min, at most {upper}; walls {walls}"
+            + (f"; windows' {halves}" if halves else "") + ")")

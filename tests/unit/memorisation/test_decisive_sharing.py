@@ -57,8 +57,8 @@ def test_the_sharing_rule_reads_fits_does_not_fit_and_open(walls, slow, rule):
 
 
 def turns(model: str, copies: int, turn_s: float, arm: dw.Arm = ("bf16", True), n_params: int = 1,
-          mode: str = "processes") -> ds.SharedTurns:
-    return ds.SharedTurns(model, n_params, 16384, arm[0], arm[1], copies, turn_s, 100, mode)
+          mode: str = "processes", halves: tuple[float, float] | None = None) -> ds.SharedTurns:
+    return ds.SharedTurns(model, n_params, 16384, arm[0], arm[1], copies, turn_s, 100, mode, halves or (turn_s,) * 2)
 
 
 def test_a_levels_slowdowns_are_the_smallest_and_largest_over_the_shapes_of_its_arm():
@@ -99,7 +99,8 @@ def test_copies_of_a_group_step_at_once_in_their_own_processes(tiny):
     store = stores[40]
     shared = ds.measure_sharing(exp, store, "D0", 40, ("fp32", False), "cpu", [2], 0.3, 1, work / "share")
     assert [(s.copies, s.model, s.n_facts, s.precision) for s in shared] == [(k, "D0", 40, "fp32") for k in (1, 2)]
-    assert all(s.turns > 0 and s.turn_s > 0 for s in shared)
+    assert all(s.turns > 0 and s.turn_s > 0 and min(s.halves_s) > 0 for s in shared)
+    assert min(shared[0].halves_s) <= shared[0].turn_s <= max(shared[0].halves_s)  # alone: the halves' mean
     assert shared[0].n_params == dw.n_parameters(dw.group_jobs(exp, "D0", store, ("fp32", False), "cpu", work / "j")[0])
     assert not list((work / "share").rglob("*.pt"))  # a window writes no checkpoint or model
 
@@ -180,6 +181,8 @@ def test_each_mode_is_read_from_its_own_turns():
     assert {row["verdict_with_sharing"] for row in rows} == {"does not fit up to 8 at once"}
     assert {row["verdict_with_streams"] for row in rows} == {"fits with 8 at once"}
     assert ds.slowdowns(shared, ("bf16", True), "streams") == {1: (1.0, 1.0), 8: (1.2, 1.2)}
+    assert all(row["verdict_with_streams_by_half"] == dict.fromkeys(ds.HALVES, "fits with 8 at once")
+               for row in rows)
     with pytest.raises(AssocmemError, match="sharing mode 'mps': one of processes, streams"):
         ds.measure_sharing(column, None, "D0", 1, ("bf16", True), "cpu", [2], 0.1, 1, None, "mps")
 
@@ -189,7 +192,8 @@ def test_copies_on_streams_step_in_rounds_in_one_process(tiny):
     shared = ds.measure_sharing(exp, stores[40], "D0", 40, ("fp32", False), "cpu", [2], 0.3, 1, work / "streams",
                                 "streams")
     assert [(s.copies, s.mode) for s in shared] == [(1, "streams"), (2, "streams")]
-    assert all(s.turns > 0 and s.turn_s > 0 for s in shared)
+    assert all(s.turns > 0 and s.turn_s > 0 and min(s.halves_s) > 0 for s in shared)
+    assert min(shared[0].halves_s) <= shared[0].turn_s <= max(shared[0].halves_s)
     assert shared[1].turns % 2 == 0  # two copies, the same number of rounds each
     assert not list((work / "streams").rglob("*.pt"))
 
@@ -214,3 +218,25 @@ def test_groups_stepped_in_rounds_train_as_each_alone(tiny):
                                              strict=True):
             assert torch.equal(alone, other), name
         assert torch.equal(pending, mixed[2])
+
+
+def test_each_half_of_the_windows_is_read_alone_where_measured():
+    """The sensitivity of a reading to the window: the first half's turns say fits, the second's do not."""
+    column = bench.column_experiment()
+    rows = dw.project(every_group(4e-4), column, {"bf16": 1e18})
+    shared = [turns("D0", 1, 1e-3), turns("D0", 8, 4.6e-3, halves=(1.2e-3, 8e-3))]
+    ds.read_projection(rows, shared)
+    walls = [g["wall_s"] for g in rows[0]["by_group"]]
+    for row in rows:
+        assert row["verdict_with_sharing_by_half"] == {
+            "first": ds.sharing_verdict(walls, {1: (1, 1), 8: (1.2, 1.2)})["rule"],
+            "second": ds.sharing_verdict(walls, {1: (1, 1), 8: (8, 8)})["rule"]}
+    assert {row["verdict_with_sharing_by_half"]["first"] for row in rows} == {"fits with 8 at once"}
+    assert {row["verdict_with_sharing_by_half"]["second"] for row in rows} == {"does not fit up to 8 at once"}
+    rec = {"sharing": ds.record(shared, 2.0), "projection": rows}
+    assert "windows' first half: fits with 8 at once, second half: does not fit up to 8 at once" in ds.summary(rec)
+    assert "halves 1.20, 8.00 ms" in ds.summary(rec)
+    unhalved = dw.project(every_group(4e-4), column, {"bf16": 1e18})  # a record from before the halves
+    ds.read_projection(unhalved, [ds.SharedTurns("D0", 1, 16384, "bf16", True, k, t, 100) for k, t in
+                                  ((1, 1e-3), (8, 4.6e-3))])
+    assert all("verdict_with_sharing_by_half" not in row and row["verdict_with_sharing"] for row in unhalved)
