@@ -684,6 +684,11 @@ def test_the_decisive_sharing_cpu_record_is_its_own_arithmetic_and_benchmarks_re
             f"gain of ×{2 * processes[0] / processes[1]:.2f} on two cores" in bench)
     assert (f"in one process, in rounds, {1e3 * streams[1]:.1f} ms against {1e3 * streams[0]:.1f} ms: "
             f"×{2 * streams[0] / streams[1]:.2f}" in bench)
+    spread = max(shared, key=lambda s: abs(s.halves_s[0] - s.halves_s[1]) / min(s.halves_s))
+    assert (f"The halves of each window differed by at most "
+            f"{100 * abs(spread.halves_s[0] - spread.halves_s[1]) / min(spread.halves_s):.1f}% "
+            f"({1e3 * min(spread.halves_s):.1f} and {1e3 * max(spread.halves_s):.1f} ms alone)" in bench)
+    assert spread.copies == 1
 
 
 def test_benchmarks_readme_quotes_the_stacked_evaluation_records() -> None:
