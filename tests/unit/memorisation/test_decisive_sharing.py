@@ -159,6 +159,13 @@ def test_the_command_shares_the_smallest_and_largest_groups_and_writes_each_stag
     assert "streams bf16" in printed and "processes bf16" in printed
 
 
+def test_the_graphed_arm_shares_first_and_each_arm_its_processes_before_its_streams():
+    arms = [("bf16", False), ("bf16", True), ("fp32", False)]
+    assert bench.sharing_order(arms, ["processes", "streams"]) == [
+        (("bf16", True), "processes"), (("bf16", True), "streams"), (("bf16", False), "processes"),
+        (("bf16", False), "streams"), (("fp32", False), "processes"), (("fp32", False), "streams")]
+
+
 @pytest.mark.parametrize("text", ["", "threads", "processes,mps"])
 def test_sharing_modes_are_processes_or_streams(text):
     with pytest.raises(SystemExit, match="--share-modes .*: comma-separated, of processes, streams"):
