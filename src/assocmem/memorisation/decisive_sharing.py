@@ -6,9 +6,11 @@ column could fit only if groups stepping at once (the workflow runs GPU jobs sid
 ``--resources gpu=1`` limits them) gained enough throughput. This module measures that gain as the workflow would
 get it: ``copies`` processes, each one group (8 stacked seeds, built as its job builds them) in its own process,
 step at once for a window of wall time, each counting the turns of its own loop (``StackedTraining.loop_step``,
-the device synchronised at the window's end). Levels 1 (alone, the same method) to the largest asked run in one set
-of worker processes, the workers above a level waiting idle, so every level has the same start-up; at level m each
-stepping copy uses 1/m of the host's cores (alone: all of them, as the wall's own measurement). A level's slowdown is
+the device synchronised at the end of each half of the window; each half's turn is kept, and every reading below
+is repeated from each half alone: the verdict's sensitivity to the window). Levels 1 (alone, the same method) to the
+largest asked run in one set of worker processes, the workers above a level waiting idle, so every level has the
+same start-up; at level m each stepping copy uses 1/m of the host's cores (alone: all of them, as the wall's own
+measurement). A level's slowdown is
 the mean turn of its groups over the turn alone; its throughput gain is level / slowdown.
 
 A second mode, ``streams``, measures what the workflow cannot do yet: the copies in **one** process, each group
