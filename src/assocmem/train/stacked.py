@@ -38,8 +38,8 @@ from assocmem.model import DecoderLM, flops_per_token
 from assocmem.progress import bar
 from assocmem.runtime import resolve_device
 from assocmem.runtime.cuda_start import cuda_ready
-from assocmem.stopping import IGNORE, is_new_best
-from assocmem.train.batches import Batch, pinned, static_stack, static_width
+from assocmem.stopping import is_new_best
+from assocmem.train.batches import Batch, pinned, scored_targets, static_stack, static_width
 from assocmem.train.files import BEST_IN_PROGRESS, RunState
 from assocmem.train.loop import TrainJob, cuda_graphs_on
 from assocmem.train.settings import TrainSettings, lr_at
@@ -89,11 +89,6 @@ def check_stackable(jobs: Sequence[TrainJob]) -> None:
         raise AssocmemError("stacked jobs need one run directory each")
 
 
-def scored_targets(batch: Batch | None) -> int:
-    """The targets ``batch`` scores (none for a frozen replica's None)."""
-    return 0 if batch is None else int((batch[1] != IGNORE).sum())
-
-
 def stack_batches(batches: Sequence[Batch | None], batch_size: int) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
     """The replicas' batches as (K, B, T) inputs and targets, padded to the longest (:func:`static_stack`: a causal
     model's earlier positions never see the padding; a frozen replica's None wholly unscored: no loss, no gradient),
@@ -137,11 +132,10 @@ class StackedTraining:
     def _step(self, stack, optimizer, step: int, active: list[bool], autocast) -> tuple[torch.Tensor, list[int]]:
         """One step of the stack: the replicas' summed training NLL (on the device) and scored-target counts."""
         s = self.settings
-        batches = [job.train_batches.batch(step) if on else None for job, on in zip(self.jobs, active, strict=True)]
         lrs = [lr_at(step, job.settings) if on else 0.0 for job, on in zip(self.jobs, active, strict=True)]
         if self._graphed is not None:
-            counts = [scored_targets(batch) for batch in batches]
-            return self._graphed.run(batches, counts, lrs), counts
+            return self._graphed.run(step, active, lrs)
+        batches = [job.train_batches.batch(step) if on else None for job, on in zip(self.jobs, active, strict=True)]
         inputs, targets, counts = stack_batches(batches, s.batch_size)
         denominators = self._upload(torch.tensor([max(c, 1) for c in counts], dtype=torch.float32))
         total = torch.zeros(len(self.jobs), dtype=torch.float64, device=self.device)
@@ -204,7 +198,8 @@ class StackedTraining:
             log.info("train.cuda_graphs: the graphed stacked step runs the stack as it is (train.compile is not used)")
         width = max(static_width(job.train_batches, job.model_config.max_len) for job in self.jobs)
         return StackedGraphedStep(self.stack, optimizer, self.settings, self.clips, width, self.device,
-                                  self.jobs[0]._autocast(self.device, cache=False))
+                                  self.jobs[0]._autocast(self.device, cache=False),
+                                  [job.train_batches for job in self.jobs])
 
     def loop_step(self, optimizer: Optimizer, step: int, active: list[bool], pending: torch.Tensor, clock: float
                   ) -> tuple[list[bool], float]:

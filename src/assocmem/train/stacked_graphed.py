@@ -24,7 +24,8 @@ from typing import Any
 import torch
 
 from assocmem.stopping import IGNORE
-from assocmem.train.batches import Batch, pinned, static_stack
+from assocmem.train.batches import BatchSource, pinned, scored_targets, static_stack
+from assocmem.train.device_rows import DeviceRows
 from assocmem.train.graphed import CapturedStep
 from assocmem.train.settings import TrainSettings
 from assocmem.train.stacked_model import StackedDecoder, clip_and_mask, per_replica, summed_nll
@@ -34,46 +35,60 @@ log = logging.getLogger(__name__)
 
 class StackedGraphedStep(CapturedStep):
     """The stacked optimizer step over static buffers, captured in a CUDA graph on CUDA (:class:`GraphedStep`'s
-    warmup and capture). ``clips``: each replica's ``grad_clip`` on the device."""
+    warmup and capture). ``clips``: each replica's ``grad_clip`` on the device; ``sources``: each replica's batch
+    source. Where every source draws whole sequences, their rows live on the device and the graph gathers each
+    turn's batches from one uploaded index (:mod:`assocmem.train.device_rows`); otherwise the host builds and copies
+    the batches."""
 
     def __init__(self, stack: StackedDecoder, optimizer: torch.optim.Optimizer, settings: TrainSettings,
-                 clips: torch.Tensor, width: int, device: torch.device, autocast: Callable[[], Any]) -> None:
+                 clips: torch.Tensor, width: int, device: torch.device, autocast: Callable[[], Any],
+                 sources: Sequence[BatchSource]) -> None:
         self.stack, self.optimizer, self.settings, self.autocast = stack, optimizer, settings, autocast
-        self.clips = clips
+        self.clips, self.sources = clips, list(sources)
         self.micro_rows = settings.micro_batch_size or settings.batch_size
         k = clips.shape[0]
         shape = (k, -(-settings.batch_size // self.micro_rows) * self.micro_rows, width)
         self.inputs = torch.zeros(shape, dtype=torch.long, device=device)
         self.targets = torch.full(shape, IGNORE, dtype=torch.long, device=device)
-        self.scale = torch.ones(k, dtype=torch.float32, device=device)
-        self.active = torch.ones(k, dtype=torch.float32, device=device)
-        self.back = torch.zeros(k, dtype=torch.float32, device=device)
+        self.rows = DeviceRows.of(self.sources, shape[1], width, device)
+        self.index = None if self.rows is None else torch.full(shape[:2], self.rows.pad_row, device=device)
+        self.factors = torch.ones((3, k), dtype=torch.float32, device=device)  # one upload a turn: the three below
+        self.scale, self.active, self.back = self.factors  # views: 1 / scored targets, active, 1 - lr_k / lr_max
         self.lr = torch.tensor(settings.lr, dtype=torch.float32, device=device)
         self.loss = torch.zeros(k, dtype=torch.float64, device=device)
         self._start_graphs(device)
         for group in optimizer.param_groups:
             group["lr"], group["capturable"] = self.lr, self.capture
 
-    def run(self, batches: Sequence[Batch | None], counts: Sequence[int], lrs: Sequence[float]) -> torch.Tensor:
-        """One step of the stack: replica k trains on ``batches[k]`` (None: frozen) with ``counts[k]`` scored
-        targets at learning rate ``lrs[k]``. Returns the replicas' summed losses (K,), a device tensor the next step
-        overwrites (add it up before then)."""
-        inputs, targets = static_stack(batches, *self.inputs.shape[1:])
+    def run(self, step: int, active: Sequence[bool], lrs: Sequence[float]) -> tuple[torch.Tensor, list[int]]:
+        """One step of the stack from ``step``: replica k trains on its batch of the step where ``active[k]``
+        (frozen otherwise) at learning rate ``lrs[k]``. Returns the replicas' summed losses (K,), a device tensor
+        the next step overwrites (add it up before then), and their scored-target counts."""
+        if self.rows is not None:
+            index, counts = self.rows.index(step, active)
+            uploads = [(self.index, torch.from_numpy(index))]
+        else:
+            batches = [source.batch(step) if on else None for source, on in zip(self.sources, active, strict=True)]
+            counts = [scored_targets(batch) for batch in batches]
+            uploads = list(zip((self.inputs, self.targets), static_stack(batches, *self.inputs.shape[1:]),
+                               strict=True))
         top = max(lrs)
-        scale = [1.0 / max(c, 1) for c in counts]
-        active = [float(b is not None) for b in batches]
-        back = [1.0 - lr / top if top > 0 else 1.0 for lr in lrs]
-        for buffer, host in ((self.inputs, inputs), (self.targets, targets), (self.scale, torch.tensor(scale)),
-                             (self.active, torch.tensor(active)), (self.back, torch.tensor(back))):
+        factors = torch.tensor([[1.0 / max(c, 1) for c in counts], [float(on) for on in active],
+                                [1.0 - lr / top if top > 0 else 1.0 for lr in lrs]])
+        for buffer, host in (*uploads, (self.factors, factors)):
             buffer.copy_(pinned(host, buffer.device), non_blocking=True)
         self.lr.fill_(top)
         self._advance()
-        return self.loss
+        return self.loss, counts
 
     def _body(self) -> None:
         """What the graph holds: the micro-batches' forward and backward, clipping and masking, AdamW and the
         per-replica learning rates."""
         self.loss.zero_()
+        if self.rows is not None:
+            inputs, targets = self.rows.gather(self.index)
+            self.inputs.copy_(inputs)
+            self.targets.copy_(targets)
         for first in range(0, self.inputs.shape[1], self.micro_rows):
             inputs = self.inputs[:, first:first + self.micro_rows]
             targets = self.targets[:, first:first + self.micro_rows]

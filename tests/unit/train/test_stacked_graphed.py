@@ -54,7 +54,11 @@ def graphs_on_cpu(monkeypatch):
     monkeypatch.setattr("assocmem.train.stacked.cuda_graphs_on", lambda settings, device: settings.cuda_graphs)
 
 
-def test_the_graphed_stacked_step_trains_each_replica_as_the_eager_stacked_step(tmp_path, graphs_on_cpu):
+@pytest.mark.parametrize("feed", ["device rows", "host batches"])
+def test_the_graphed_stacked_step_trains_each_replica_as_the_eager_stacked_step(tmp_path, graphs_on_cpu, feed,
+                                                                                monkeypatch):
+    if feed == "host batches":  # sources that are not whole sequences: the host builds and copies the batches
+        monkeypatch.setattr("assocmem.train.stacked_graphed.DeviceRows.of", lambda *a: None)
     for name, graphs in (("eager", False), ("graphed", True)):
         training = StackedTraining([make_job(tmp_path, tmp_path / f"{name}{seed}", seed, cuda_graphs=graphs, **kw)
                                     for seed, kw in REPLICAS])
@@ -65,6 +69,7 @@ def test_the_graphed_stacked_step_trains_each_replica_as_the_eager_stacked_step(
             timing = json.loads((tmp_path / f"{name}{seed}" / "timing.json").read_text())
             assert timing["cuda_graphs"] is graphs
     graphed = training._graphed
+    assert (graphed.rows is not None) is (feed == "device rows")
     assert graphed.graph is None and graphed.eager_steps == 8  # nothing is captured off CUDA
     assert graphed.inputs.shape[:2] == (3, 4)  # 3 replicas, batches of 4 rows (micro-batches of 2)
     assert all(group["lr"] is graphed.lr for group in graphed.optimizer.param_groups)
@@ -117,3 +122,18 @@ def test_host_tensors_bound_for_cuda_are_pinned_and_others_used_in_place(monkeyp
     monkeypatch.setattr(torch.Tensor, "pin_memory", lambda self: calls.append(self) or self.clone())
     staged = pinned(host, torch.device("cuda"))
     assert calls == [host] and staged is not host and torch.equal(staged, host)
+
+
+def test_both_feeds_of_the_graphed_step_train_bit_for_bit_alike(tmp_path, graphs_on_cpu, monkeypatch):
+    """Device rows pad a row with the pad id where the host's batch pads with token 0: positions no scored target
+    sees, so the same weights to the bit."""
+    runs = {}
+    for feed in ("rows", "host"):
+        if feed == "host":
+            monkeypatch.setattr("assocmem.train.stacked_graphed.DeviceRows.of", lambda *a: None)
+        training = StackedTraining([make_job(tmp_path, tmp_path / f"{feed}{seed}", seed, cuda_graphs=True, **kw)
+                                    for seed, kw in REPLICAS])
+        training.run()
+        runs[feed] = training
+    for (name, a), (_, b) in zip(runs["rows"].stack.named_stacked(), runs["host"].stack.named_stacked(), strict=True):
+        assert torch.equal(a, b), name

@@ -1,0 +1,86 @@
+"""The host's share of a stacked graphed turn: its replicas' batches built and stacked on the host (the baseline,
+the feed of a step whose sources are not whole sequences) against the rows picked for the device to gather
+(``assocmem.train.device_rows``, the feed of the decisive memorisation column's groups).
+
+On a GPU a turn replayed from a CUDA graph costs the device its kernels and the host this feed, the learning rates
+and the uploads; where the host's part is the larger, it is the turn. This script times the two feeds of one group
+of config/memorisation_decisive.yaml (8 stacked seeds of D0 on its 16,384 facts, the largest subset) on this host,
+in the same process, alternating rounds, and prints each feed's best time a turn and the ratio (the uploads, pinned
+on CUDA, are not timed: a CPU has none). Nothing is asserted.
+
+    python benchmarks/bench_device_rows.py
+    python benchmarks/bench_device_rows.py --turns 500 --rounds 5 --out rows.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+from bench_decisive_wall import column_experiment
+
+from assocmem.autotune.measure import cpu_model_and_flags
+from assocmem.memorisation import decisive_wall as dw
+from assocmem.train.batches import scored_targets, static_stack, static_width
+from assocmem.train.device_rows import DeviceRows
+
+
+def host_feed(sources, rows: int, width: int):
+    def turn(step: int) -> None:
+        batches = [source.batch(step) for source in sources]
+        [scored_targets(batch) for batch in batches]
+        static_stack(batches, rows, width)
+    return turn
+
+
+def rows_feed(sources, rows: int, width: int):
+    device_rows = DeviceRows(sources, rows, width, torch.device("cpu"))
+    active = [True] * len(sources)
+
+    def turn(step: int) -> None:
+        torch.from_numpy(device_rows.index(step, active)[0])
+    return turn
+
+
+def best_per_turn(turn, start: int, turns: int) -> float:
+    begin = time.perf_counter()
+    for step in range(start, start + turns):
+        turn(step)
+    return (time.perf_counter() - begin) / turns
+
+
+def main(argv: list[str] | None = None) -> dict:
+    p = argparse.ArgumentParser(prog="benchmarks/bench_device_rows.py", description=__doc__.split("\n")[0])
+    p.add_argument("--model", default="D0")
+    p.add_argument("--turns", type=int, default=300, help="turns timed a round")
+    p.add_argument("--rounds", type=int, default=3, help="rounds of each feed, alternating; the best counts")
+    p.add_argument("--out", type=Path, help="the record (JSON)")
+    args = p.parse_args(argv)
+    exp = column_experiment()
+    with tempfile.TemporaryDirectory(prefix="device_rows_") as scratch:
+        stores = dw.write_stores(exp, Path(scratch) / "data")
+        n_facts = max(stores)
+        jobs = dw.group_jobs(exp, args.model, stores[n_facts], ("fp32", True), "cpu", Path(scratch) / "jobs")
+        sources = [job.train_batches for job in jobs]
+        rows, width = jobs[0].settings.batch_size, static_width(sources[0], jobs[0].model_config.max_len)
+        feeds = {"host": host_feed(sources, rows, width), "rows": rows_feed(sources, rows, width)}
+        best = {name: float("inf") for name in feeds}
+        for round_ in range(args.rounds):
+            for name, turn in feeds.items():
+                best[name] = min(best[name], best_per_turn(turn, round_ * args.turns, args.turns))
+    rec = {"cpu": cpu_model_and_flags()[0], "model": args.model, "n_facts": n_facts, "replicas": len(jobs),
+           "turns": args.turns, "rounds": args.rounds, "host_us": 1e6 * best["host"], "rows_us": 1e6 * best["rows"],
+           "ratio_rows_over_host": best["rows"] / best["host"]}
+    print(f"{rec['cpu']}: a turn of {rec['replicas']} replicas of {args.model} / {n_facts}: host batches "
+          f"{rec['host_us']:.0f} us, device rows {rec['rows_us']:.0f} us (x{rec['ratio_rows_over_host']:.3f})")
+    if args.out:
+        args.out.write_text(json.dumps(rec, indent=1) + "\n")
+    return rec
+
+
+if __name__ == "__main__":
+    main()

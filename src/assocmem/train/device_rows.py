@@ -1,0 +1,89 @@
+"""Stacked replicas' training sequences held on the device, each turn's batches gathered there (issue 41).
+
+A turn of K stacked replicas built K batches on the host, padded and stacked them and copied (K, rows, width)
+inputs and targets to the device: on the 2-core AMD EPYC Zen 4 host 0.33 ms of host time a turn for the decisive
+column's 8 replicas of 64 facts (``benchmarks/bench_device_rows.py``), more than the whole turn ten minutes on one
+GPU leave one group after another (0.16-0.28 ms). Where every replica draws whole sequences
+(:class:`~assocmem.train.batches.SequenceBatches`) their rows are few (16,384 facts of 10 tokens are 2.4 MB as
+inputs and targets), so they go to the device once, padded to the step's static width; a turn then picks each
+replica's rows on the host (its epoch's permutation, as the replica's own batch source picks them), uploads one
+(K, rows) index, and the CUDA graph gathers inputs and targets from it. Replicas that read the same rows of the
+same store share one table. A frozen replica, and the rows that round a batch up to whole micro-batches, read a last
+row of padding that scores nothing.
+
+The gathered batch is :func:`~assocmem.train.batches.static_stack`'s of the replicas' own batches, except past the
+batch's longest row: there the host's batch holds token 0, a table row the pad id or the sequence's last token (an
+input of no batch row, whose target is padding). No scored target sees those positions (attention is causal) and
+they score nothing, so the losses and gradients are the same (bit for bit on the CPU: tested)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+from torch.nn import functional as F
+
+from assocmem.stopping import IGNORE
+from assocmem.train.batches import BatchSource, SequenceBatches, to_lm_batch
+
+
+def _table(source: SequenceBatches, width: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Every training sequence of ``source`` as one row of inputs and targets, padded to ``width`` tokens."""
+    store = source.store
+    inputs, targets = to_lm_batch(store.padded_batch(np.arange(source.start, source.stop)), store.pad_id,
+                                  source.loss_from)
+    pad = width - inputs.shape[1]
+    return F.pad(inputs, (0, pad), value=int(store.pad_id)), F.pad(targets, (0, pad), value=IGNORE)
+
+
+def _key(source: SequenceBatches) -> tuple:
+    """What a source's table holds: the same key, the same rows."""
+    return str(source.store.store_dir), source.store.split, source.start, source.stop, source.loss_from
+
+
+class DeviceRows:
+    """The replicas' training sequences on ``device`` (:meth:`of`); :meth:`index` picks a turn's rows on the host,
+    :meth:`gather` reads them on the device."""
+
+    def __init__(self, sources: Sequence[SequenceBatches], rows: int, width: int, device: torch.device) -> None:
+        self.sources, self.rows = list(sources), rows
+        offsets: dict[tuple, int] = {}
+        inputs, targets = [], []
+        for source in self.sources:
+            if _key(source) not in offsets:
+                offsets[_key(source)] = sum(len(t) for t in inputs)
+                table = _table(source, width)
+                inputs.append(table[0])
+                targets.append(table[1])
+        self.pad_row = sum(len(t) for t in inputs)  # a last row of padding: frozen replicas, micro-batch rounding
+        inputs.append(torch.zeros((1, width), dtype=torch.long))
+        targets.append(torch.full((1, width), IGNORE, dtype=torch.long))
+        host_targets = torch.cat(targets)
+        self.scored = (host_targets != IGNORE).sum(dim=1).numpy()  # per row, for the host's counts
+        self.inputs, self.targets = torch.cat(inputs).to(device), host_targets.to(device)
+        self.offsets = [offsets[_key(source)] - source.start for source in self.sources]
+
+    @classmethod
+    def of(cls, sources: Sequence[BatchSource], rows: int, width: int,
+           device: torch.device) -> DeviceRows | None:
+        """The sources' rows on the device where every source draws whole sequences, else None."""
+        if not all(isinstance(source, SequenceBatches) for source in sources):
+            return None
+        return cls(sources, rows, width, device)  # type: ignore[arg-type]
+
+    def index(self, step: int, active: Sequence[bool]) -> tuple[np.ndarray, list[int]]:
+        """The table rows of each replica's batch of ``step`` as a (K, rows) array (a frozen replica's all padding)
+        and each replica's scored targets."""
+        index = np.full((len(self.sources), self.rows), self.pad_row, dtype=np.int64)
+        counts = []
+        for k, (source, offset, on) in enumerate(zip(self.sources, self.offsets, active, strict=True)):
+            if on:
+                picked = source._rows(step) + offset
+                index[k, :len(picked)] = picked
+            counts.append(int(self.scored[index[k]].sum()))
+        return index, counts
+
+    def gather(self, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Inputs and targets (K, rows, width) of a device ``index`` from :meth:`index`."""
+        return self.inputs[index], self.targets[index]
