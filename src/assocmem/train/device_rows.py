@@ -85,5 +85,9 @@ class DeviceRows:
         return index, counts
 
     def gather(self, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Inputs and targets (K, rows, width) of a device ``index`` from :meth:`index`."""
-        return self.inputs[index], self.targets[index]
+        """Inputs and targets (K, rows, width) of a device ``index`` from :meth:`index` (``index_select``, as an
+        embedding reads its table: no host sync, so a CUDA graph can hold it)."""
+        shape = (*index.shape, self.inputs.shape[1])
+        flat = index.reshape(-1)
+        return (torch.index_select(self.inputs, 0, flat).view(shape),
+                torch.index_select(self.targets, 0, flat).view(shape))
