@@ -704,3 +704,19 @@ def test_benchmarks_readme_quotes_the_stacked_evaluation_records() -> None:
 
     assert (f"stacked {span('stacked_s')} s, alone {span('alone_s')} s, **{span('ratio_stacked_over_alone')}×**"
             in bench)
+
+
+def test_benchmarks_readme_quotes_the_device_rows_records() -> None:
+    """benchmarks/records/device-rows-2026-11-30-cpu/ (issue 41): the README's ranges are the three runs'."""
+    folder = ROOT / "benchmarks" / "records" / "device-rows-2026-11-30-cpu"
+    runs = [json.loads(path.read_text()) for path in sorted(folder.glob("run*.json"))]
+    assert len(runs) == 3 and {(r["model"], r["n_facts"], r["replicas"]) for r in runs} == {("D0", 16384, 8)}
+    bench = (ROOT / "benchmarks" / "README.md").read_text().replace("\n", " ")
+
+    def span(key: str, fmt: str) -> str:
+        values = [r[key] for r in runs]
+        return f"{min(values):{fmt}}–{max(values):{fmt}}"
+
+    assert (f"host batches {span('host_us', '.0f')} µs a turn, device rows {span('rows_us', '.0f')} µs, "
+            f"**{span('ratio_rows_over_host', '.2f')}×**" in bench)
+    assert all(math.isclose(r["ratio_rows_over_host"], r["rows_us"] / r["host_us"], rel_tol=1e-12) for r in runs)
