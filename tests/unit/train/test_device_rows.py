@@ -30,12 +30,17 @@ def sources(store: TokenStore) -> list[SequenceBatches]:
             SequenceBatches(store, 2, n - 1, BATCH, seed=1)]  # other rows: a second table
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(step=st.integers(0, 400), active=st.lists(st.booleans(), min_size=3, max_size=3))
-def test_a_turn_gathers_each_replicas_own_batch(store, step, active):
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(step=st.integers(0, 400), active=st.lists(st.booleans(), min_size=3, max_size=3), lockstep=st.booleans())
+def test_a_turn_gathers_each_replicas_own_batch(store, step, active, lockstep):
+    """Replicas of other row ranges, each from its own rows; replicas in lockstep (as many rows, as large a batch:
+    a group's seeds) from one slice of their epoch's permutations."""
     feeds = sources(store)
+    if lockstep:
+        feeds[2] = SequenceBatches(store, 0, len(store), BATCH, seed=3)
     width = int(store.lengths().max()) - 1
     rows = DeviceRows(feeds, ROWS, width, torch.device("cpu"))
+    assert rows._lockstep is lockstep
     index, counts = rows.index(step, active)
     inputs, targets = rows.gather(torch.from_numpy(index))
     assert inputs.shape == targets.shape == (3, ROWS, width)
