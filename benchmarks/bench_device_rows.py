@@ -2,11 +2,13 @@
 the feed of a step whose sources are not whole sequences) against the rows picked for the device to gather
 (``assocmem.train.device_rows``, the feed of the decisive memorisation column's groups).
 
-On a GPU a turn replayed from a CUDA graph costs the device its kernels and the host this feed, the learning rates
-and the uploads; where the host's part is the larger, it is the turn. This script times the two feeds of one group
-of config/memorisation_decisive.yaml (8 stacked seeds of D0 on its 16,384 facts, the largest subset) on this host,
-in the same process, alternating rounds, and prints each feed's best time a turn and the ratio (the uploads, pinned
-on CUDA, are not timed: a CPU has none). Nothing is asserted.
+On a GPU a turn replayed from a CUDA graph costs the device its kernels and the host this feed, the learning rates,
+the uploads and the replicas' bookkeeping; where the host's part is the larger, it is the turn. This script times the
+two feeds of one group of config/memorisation_decisive.yaml (8 stacked seeds of D0 on its 16,384 facts, the largest
+subset) on this host, in the same process, alternating rounds, and prints each feed's best time a turn and the ratio
+(the uploads, pinned on CUDA, are not timed: a CPU has none). It then times the whole turn of the trainer's loop with
+each feed, the graphed step's code taken on the CPU with the device's work (the graph's replay) replaced by nothing:
+the host's time a turn, learning rates, loss scales and every replica's bookkeeping included. Nothing is asserted.
 
     python benchmarks/bench_device_rows.py
     python benchmarks/bench_device_rows.py --turns 500 --rounds 5 --out rows.json
@@ -15,10 +17,12 @@ on CUDA, are not timed: a CPU has none). Nothing is asserted.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import tempfile
 import time
 from pathlib import Path
+from unittest import mock
 
 import torch
 from bench_decisive_wall import column_experiment
@@ -27,6 +31,9 @@ from assocmem.autotune.measure import cpu_model_and_flags
 from assocmem.memorisation import decisive_wall as dw
 from assocmem.train.batches import scored_targets, static_stack, static_width
 from assocmem.train.device_rows import DeviceRows
+from assocmem.train.stacked_graphed import StackedGraphedStep
+
+WARMUP = 5
 
 
 def host_feed(sources, rows: int, width: int):
@@ -46,6 +53,26 @@ def rows_feed(sources, rows: int, width: int):
     return turn
 
 
+@contextlib.contextmanager
+def host_only_turns():
+    """Stacked trainers take their graphed step on the CPU and do none of its device work."""
+    with mock.patch("assocmem.train.stacked.cuda_graphs_on", lambda settings, device: True), \
+            mock.patch.object(StackedGraphedStep, "_advance", lambda self: None):
+        yield
+
+
+def loop_turn(jobs, feed: str):
+    """A turn of the trainer's loop over ``jobs`` as one graphed stack fed by ``feed`` (under host_only_turns)."""
+    with mock.patch.object(DeviceRows, "of", classmethod(lambda cls, *a: None)) if feed == "host" \
+            else contextlib.nullcontext():
+        training, optimizer, pending, active = dw.ready_group(jobs, WARMUP)
+    assert (training._graphed.rows is not None) is (feed == "rows")
+
+    def turn(step: int) -> None:
+        training.loop_step(optimizer, WARMUP + step, active, pending, 0.0)
+    return turn
+
+
 def best_per_turn(turn, start: int, turns: int) -> float:
     begin = time.perf_counter()
     for step in range(start, start + turns):
@@ -57,26 +84,34 @@ def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(prog="benchmarks/bench_device_rows.py", description=__doc__.split("\n")[0])
     p.add_argument("--model", default="D0")
     p.add_argument("--turns", type=int, default=300, help="turns timed a round")
-    p.add_argument("--rounds", type=int, default=3, help="rounds of each feed, alternating; the best counts")
+    p.add_argument("--rounds", type=int, default=3, help="rounds of each arm, alternating; the best counts")
     p.add_argument("--out", type=Path, help="the record (JSON)")
     args = p.parse_args(argv)
     exp = column_experiment()
-    with tempfile.TemporaryDirectory(prefix="device_rows_") as scratch:
+    with tempfile.TemporaryDirectory(prefix="device_rows_") as scratch, host_only_turns():
         stores = dw.write_stores(exp, Path(scratch) / "data")
         n_facts = max(stores)
-        jobs = dw.group_jobs(exp, args.model, stores[n_facts], ("fp32", True), "cpu", Path(scratch) / "jobs")
-        sources = [job.train_batches for job in jobs]
-        rows, width = jobs[0].settings.batch_size, static_width(sources[0], jobs[0].model_config.max_len)
-        feeds = {"host": host_feed(sources, rows, width), "rows": rows_feed(sources, rows, width)}
-        best = {name: float("inf") for name in feeds}
+
+        def jobs(tag: str):
+            return dw.group_jobs(exp, args.model, stores[n_facts], ("fp32", True), "cpu", Path(scratch) / tag,
+                                 eval_interval=dw.NEVER)
+        group = jobs("feeds")
+        sources = [job.train_batches for job in group]
+        rows, width = group[0].settings.batch_size, static_width(sources[0], group[0].model_config.max_len)
+        arms = {"host": host_feed(sources, rows, width), "rows": rows_feed(sources, rows, width),
+                "turn_host": loop_turn(jobs("turn_host"), "host"), "turn_rows": loop_turn(jobs("turn_rows"), "rows")}
+        best = dict.fromkeys(arms, float("inf"))
         for round_ in range(args.rounds):
-            for name, turn in feeds.items():
+            for name, turn in arms.items():
                 best[name] = min(best[name], best_per_turn(turn, round_ * args.turns, args.turns))
-    rec = {"cpu": cpu_model_and_flags()[0], "model": args.model, "n_facts": n_facts, "replicas": len(jobs),
-           "turns": args.turns, "rounds": args.rounds, "host_us": 1e6 * best["host"], "rows_us": 1e6 * best["rows"],
-           "ratio_rows_over_host": best["rows"] / best["host"]}
-    print(f"{rec['cpu']}: a turn of {rec['replicas']} replicas of {args.model} / {n_facts}: host batches "
-          f"{rec['host_us']:.0f} us, device rows {rec['rows_us']:.0f} us (x{rec['ratio_rows_over_host']:.3f})")
+    rec = {"cpu": cpu_model_and_flags()[0], "model": args.model, "n_facts": n_facts, "replicas": len(group),
+           "turns": args.turns, "rounds": args.rounds, **{f"{name}_us": 1e6 * s for name, s in best.items()},
+           "ratio_rows_over_host": best["rows"] / best["host"],
+           "ratio_turn_rows_over_turn_host": best["turn_rows"] / best["turn_host"]}
+    print(f"{rec['cpu']}: a turn of {rec['replicas']} replicas of {args.model} / {n_facts}: feed: host batches "
+          f"{rec['host_us']:.0f} us, device rows {rec['rows_us']:.0f} us (x{rec['ratio_rows_over_host']:.3f}); "
+          f"the loop's turn on the host: {rec['turn_host_us']:.0f} us, {rec['turn_rows_us']:.0f} us "
+          f"(x{rec['ratio_turn_rows_over_turn_host']:.3f})")
     if args.out:
         args.out.write_text(json.dumps(rec, indent=1) + "\n")
     return rec

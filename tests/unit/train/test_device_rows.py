@@ -4,10 +4,14 @@ epochs), the replicas' seeds and row ranges, and which replicas are frozen."""
 
 from __future__ import annotations
 
+import json
+import math
+import sys
+
 import numpy as np
 import pytest
 import torch
-from helpers import make_token_dir
+from helpers import ROOT, make_token_dir
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -68,3 +72,14 @@ def test_sources_that_are_not_whole_sequences_stay_on_the_host(store):
     assert DeviceRows.of([sources(store)[0], windows], ROWS, 8, torch.device("cpu")) is None
     assert isinstance(DeviceRows.of(sources(store), ROWS, int(store.lengths().max()) - 1, torch.device("cpu")),
                       DeviceRows)
+
+
+def test_the_benchmark_times_both_feeds_and_both_turns(tmp_path):
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import bench_device_rows
+
+    rec = bench_device_rows.main(["--turns", "3", "--rounds", "1", "--out", str(tmp_path / "rows.json")])
+    assert json.loads((tmp_path / "rows.json").read_text()) == rec
+    assert rec["replicas"] == 8 and rec["n_facts"] == 16384
+    assert all(rec[f"{arm}_us"] > 0 for arm in ("host", "rows", "turn_host", "turn_rows"))
+    assert math.isclose(rec["ratio_turn_rows_over_turn_host"], rec["turn_rows_us"] / rec["turn_host_us"], rel_tol=1e-12)
