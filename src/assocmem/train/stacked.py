@@ -110,6 +110,13 @@ class StackedTraining:
             raise AssocmemError("train.gemm onednn: stacked replicas run batched products (bmm), not oneDNN's Linear; "
                                 "set train.gemm to auto or native")
         self.clips = torch.tensor([job.settings.grad_clip for job in self.jobs], device=self.device)
+        self._schedules: list[tuple[TrainSettings, list[int]]] = []  # replicas with equal settings, together
+        for i, job in enumerate(self.jobs):
+            same = next((members for settings, members in self._schedules if settings == job.settings), None)
+            if same is None:
+                self._schedules.append((job.settings, [i]))
+            else:
+                same.append(i)
         self._masks: dict[tuple[bool, ...], torch.Tensor] = {}
         self._forward: torch.nn.Module | None = None  # the stack's torch.compile where train.compile
         self._graphed: StackedGraphedStep | None = None  # the step in one CUDA graph where train.cuda_graphs
@@ -132,7 +139,11 @@ class StackedTraining:
     def _step(self, stack, optimizer, step: int, active: list[bool], autocast) -> tuple[torch.Tensor, list[int]]:
         """One step of the stack: the replicas' summed training NLL (on the device) and scored-target counts."""
         s = self.settings
-        lrs = [lr_at(step, job.settings) if on else 0.0 for job, on in zip(self.jobs, active, strict=True)]
+        lrs = [0.0] * len(self.jobs)
+        for settings, members in self._schedules:  # one schedule's rate once a turn
+            rate = lr_at(step, settings)
+            for i in members:
+                lrs[i] = rate if active[i] else 0.0
         if self._graphed is not None:
             return self._graphed.run(step, active, lrs)
         batches = [job.train_batches.batch(step) if on else None for job, on in zip(self.jobs, active, strict=True)]
@@ -283,8 +294,8 @@ class StackedTraining:
             if is_new_best(state.metrics):  # evaluated alone, the replica's model already holds its weights
                 job._save_model(model if measured is None else self.stack.export(i, model), BEST_IN_PROGRESS,
                                 step=step)
-        if job._stopped(state):
-            self.summaries[i] = self._finish(i, self.stack.export(i, model), state)
+            if job._stopped(state):  # its rule reads the evaluations (and the budget, whose end is due too)
+                self.summaries[i] = self._finish(i, self.stack.export(i, model), state)
 
     def _finish(self, i: int, model: DecoderLM, state: RunState) -> dict:
         job = self.jobs[i]

@@ -21,6 +21,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
 import torch
 
 from assocmem.stopping import IGNORE
@@ -73,8 +74,8 @@ class StackedGraphedStep(CapturedStep):
             uploads = list(zip((self.inputs, self.targets), static_stack(batches, *self.inputs.shape[1:]),
                                strict=True))
         top = max(lrs)
-        factors = torch.tensor([[1.0 / max(c, 1) for c in counts], [float(on) for on in active],
-                                [1.0 - lr / top if top > 0 else 1.0 for lr in lrs]])
+        factors = torch.from_numpy(np.array([[1.0 / max(c, 1) for c in counts], active,
+                                             [1.0 - lr / top if top > 0 else 1.0 for lr in lrs]], dtype=np.float32))
         for buffer, host in (*uploads, (self.factors, factors)):
             buffer.copy_(pinned(host, buffer.device), non_blocking=True)
         self.lr.fill_(top)
