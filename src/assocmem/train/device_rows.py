@@ -2,15 +2,15 @@
 
 A turn of K stacked replicas built K batches on the host, padded and stacked them and copied (K, rows, width)
 inputs and targets to the device: on a 2-core AMD EPYC Zen 4 host 0.33 ms of host time a turn for the decisive
-column's 8 replicas of 64 facts (the loop's whole turn 0.41-0.45 ms), more than the whole turn ten minutes on one GPU
-leave one group after another (0.16-0.28 ms); with the rows on the device, 0.009 ms (the whole turn 0.05 ms:
-``benchmarks/bench_device_rows.py``, benchmarks/README.md). Where every replica draws whole
-sequences (:class:`~assocmem.train.batches.SequenceBatches`) their rows are few (16,384 facts of 10 tokens are 2.4 MB
-as inputs and targets), so they go to the device once, padded to the step's static width; a turn then picks each
-replica's rows on the host (its epoch's permutation, as the replica's own batch source picks them; replicas in
-lockstep, a group's seeds, in one slice), uploads one (K, rows) index, and the CUDA graph gathers inputs and targets
-from it. Replicas that read the same rows of the same store share one table. A frozen replica, and the rows that
-round a batch up to whole micro-batches, read a last row of padding that scores nothing.
+column's 8 replicas of 64 facts, more than the whole turn ten minutes on one GPU leave one group after another
+(0.16-0.28 ms); with the rows on the device, 0.009 ms (``benchmarks/bench_device_rows.py``, benchmarks/README.md).
+Where every replica draws whole sequences (:class:`~assocmem.train.batches.SequenceBatches`) their rows are few
+(16,384 facts of 10 tokens are 2.4 MB as inputs and targets), so they go to the device once, padded to the step's
+static width; a turn then picks each replica's rows on the host (its epoch's permutation, as the replica's own batch
+source picks them; replicas in lockstep, a group's seeds, in one slice), uploads one (K, rows) index, and the CUDA
+graph gathers inputs and targets from it. Replicas that read the same rows of the same store share one table. A
+frozen replica, and the rows that round a batch up to whole micro-batches, read a last row of padding that scores
+nothing.
 
 The gathered batch is :func:`~assocmem.train.batches.static_stack`'s of the replicas' own batches, except past the
 batch's longest row: there the host's batch holds token 0, a table row the pad id or the sequence's last token (an
