@@ -5,8 +5,11 @@ of small models is the host's kernel launches, and the decisive memorisation col
 times one after another).
 
 A replay reads static buffers: the replicas' batches padded to (K, rows, width) with unscored targets (a frozen
-replica's batch wholly unscored), each replica's loss scale (1 / its scored targets), which replicas are active, the
-largest learning rate (AdamW's, a device scalar) and each replica's share of it. Where the eager stacked step takes
+replica's batch wholly unscored), gathered in the graph from the replicas' training sequences on the device where
+every replica draws whole sequences (:mod:`assocmem.train.device_rows`: the host uploads a (K, rows) index) or
+copied from the host otherwise; each replica's loss scale (1 / its scored targets), which replicas are active and
+each replica's share of the largest learning rate (one (3, K) upload, from pinned memory on CUDA); and the largest
+learning rate (AdamW's, a device scalar). Where the eager stacked step takes
 a shortcut on the host (no rescaling when every replica has the same learning rate), the graph always rescales:
 ``lerp`` toward the weights before the step by 1 - lr_k / lr_max: 0 for a replica at the largest rate (the step as
 taken, exactly), 1 for a frozen one (its old weight, exactly) and the share between for a replica whose own schedule
