@@ -728,6 +728,9 @@ def test_benchmarks_readme_quotes_the_device_rows_records() -> None:
         assert math.isclose(r["ratio_turn_rows_over_turn_host"], r["turn_rows_us"] / r["turn_host_us"],
                             rel_tol=1e-12)
     assert "commit 5e425d0, three runs (records `benchmarks/records/device-rows-2026-11-30-cpu/`)" in bench
+    results = (ROOT / "docs" / "results.md").read_text().replace("\n  ", " ")
+    assert (f"its host share of a turn, which no GPU can shorten, measured {runs[0]['turn_rows_us']:.0f} µs against "
+            f"{span('turn_host_us', '.0f')} µs on the 2-core Zen 4 host" in results)
     wall = _load("memorisation_decisive_wall_cpu.json")
     turns = [sum(g["steps"] for g in row["by_group"]) for row in wall["projection"]]
 
