@@ -11,7 +11,7 @@ from helpers import ROOT
 
 def test_the_gpu_check_passes_its_dry_run(tmp_path) -> None:
     result = subprocess.run(["bash", "benchmarks/gpu_check.sh", "--dry-run", "--out", str(tmp_path)], cwd=ROOT,
-                            capture_output=True, text=True, timeout=400)
+                            capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout + result.stderr
     lines = result.stdout.splitlines()
     table = lines[next(i for i, line in enumerate(lines) if line.startswith("arm ")):]
