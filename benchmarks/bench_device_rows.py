@@ -3,12 +3,13 @@ the feed of a step whose sources are not whole sequences) against the rows picke
 (``assocmem.train.device_rows``, the feed of the decisive memorisation column's groups).
 
 On a GPU a turn replayed from a CUDA graph costs the device its kernels and the host this feed, the learning rates,
-the uploads and the replicas' bookkeeping; where the host's part is the larger, it is the turn. This script times the
-two feeds of one group of config/memorisation_decisive.yaml (8 stacked seeds of D0 on its 16,384 facts, the largest
-subset) on this host, in the same process, alternating rounds, and prints each feed's best time a turn and the ratio
-(the uploads, pinned on CUDA, are not timed: a CPU has none). It then times the whole turn of the trainer's loop with
-each feed, the graphed step's code taken on the CPU with the device's work (the graph's replay) replaced by nothing:
-the host's time a turn, learning rates, loss scales and every replica's bookkeeping included. Nothing is asserted.
+the uploads and the replicas' bookkeeping; where the host's part is the larger, it is the turn. This script builds
+one group of config/memorisation_decisive.yaml (8 stacked seeds of D0 on its 16,384 facts, the largest subset) twice
+on this host, its graphed step's code taken on the CPU with the device's work (the graph's replay) replaced by
+nothing, once with each feed, and times in the same process, alternating rounds: the step's feed alone
+(``StackedGraphedStep.feed``; the uploads, pinned on CUDA, are not timed: a CPU has none), and the whole turn of the
+trainer's loop, the host's time a turn, learning rates, loss scales and every replica's bookkeeping included. It
+prints each arm's best time a turn and the ratios. Nothing is asserted.
 
     python benchmarks/bench_device_rows.py
     python benchmarks/bench_device_rows.py --turns 500 --rounds 5 --out rows.json
@@ -24,33 +25,14 @@ import time
 from pathlib import Path
 from unittest import mock
 
-import torch
 from bench_decisive_wall import column_experiment
 
 from assocmem.autotune.measure import cpu_model_and_flags
 from assocmem.memorisation import decisive_wall as dw
-from assocmem.train.batches import scored_targets, static_stack, static_width
 from assocmem.train.device_rows import DeviceRows
 from assocmem.train.stacked_graphed import StackedGraphedStep
 
 WARMUP = 5
-
-
-def host_feed(sources, rows: int, width: int):
-    def turn(step: int) -> None:
-        batches = [source.batch(step) for source in sources]
-        [scored_targets(batch) for batch in batches]
-        static_stack(batches, rows, width)
-    return turn
-
-
-def rows_feed(sources, rows: int, width: int):
-    device_rows = DeviceRows(sources, rows, width, torch.device("cpu"))
-    active = [True] * len(sources)
-
-    def turn(step: int) -> None:
-        torch.from_numpy(device_rows.index(step, active)[0])
-    return turn
 
 
 @contextlib.contextmanager
@@ -61,16 +43,20 @@ def host_only_turns():
         yield
 
 
-def loop_turn(jobs, feed: str):
-    """A turn of the trainer's loop over ``jobs`` as one graphed stack fed by ``feed`` (under host_only_turns)."""
+def arms(jobs, feed: str):
+    """The feed alone and a turn of the trainer's loop over ``jobs`` as one graphed stack fed by ``feed`` (under
+    host_only_turns): the graphed step's own calls."""
     with mock.patch.object(DeviceRows, "of", classmethod(lambda cls, *a: None)) if feed == "host" \
             else contextlib.nullcontext():
         training, optimizer, pending, active = dw.ready_group(jobs, WARMUP)
     assert (training._graphed.rows is not None) is (feed == "rows")
 
+    def feed_only(step: int) -> None:
+        training._graphed.feed(WARMUP + step, active)
+
     def turn(step: int) -> None:
         training.loop_step(optimizer, WARMUP + step, active, pending, 0.0)
-    return turn
+    return {feed: feed_only, f"turn_{feed}": turn}
 
 
 def best_per_turn(turn, start: int, turns: int) -> float:
@@ -95,16 +81,12 @@ def main(argv: list[str] | None = None) -> dict:
         def jobs(tag: str):
             return dw.group_jobs(exp, args.model, stores[n_facts], ("fp32", True), "cpu", Path(scratch) / tag,
                                  eval_interval=dw.NEVER)
-        group = jobs("feeds")
-        sources = [job.train_batches for job in group]
-        rows, width = group[0].settings.batch_size, static_width(sources[0], group[0].model_config.max_len)
-        arms = {"host": host_feed(sources, rows, width), "rows": rows_feed(sources, rows, width),
-                "turn_host": loop_turn(jobs("turn_host"), "host"), "turn_rows": loop_turn(jobs("turn_rows"), "rows")}
-        best = dict.fromkeys(arms, float("inf"))
+        timed = {**arms(jobs("host"), "host"), **arms(jobs("rows"), "rows")}
+        best = dict.fromkeys(timed, float("inf"))
         for round_ in range(args.rounds):
-            for name, turn in arms.items():
+            for name, turn in timed.items():
                 best[name] = min(best[name], best_per_turn(turn, round_ * args.turns, args.turns))
-    rec = {"cpu": cpu_model_and_flags()[0], "model": args.model, "n_facts": n_facts, "replicas": len(group),
+    rec = {"cpu": cpu_model_and_flags()[0], "model": args.model, "n_facts": n_facts, "replicas": exp["sweep"]["seeds"],
            "turns": args.turns, "rounds": args.rounds, **{f"{name}_us": 1e6 * s for name, s in best.items()},
            "ratio_rows_over_host": best["rows"] / best["host"],
            "ratio_turn_rows_over_turn_host": best["turn_rows"] / best["turn_host"]}

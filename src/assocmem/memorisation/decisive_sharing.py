@@ -280,6 +280,7 @@ def read_projection(projection: list[dict[str, Any]], shared: list[SharedTurns])
     alone (where measured); the other rows keep their verdict."""
     for mode in dict.fromkeys(s.mode for s in shared):
         reading_key, verdict_key, scaled_key = READING_KEYS[mode]
+        halved = all(not math.isnan(s.halves_s[0]) for s in shared if s.mode == mode)
         for row in projection:
             slow = slowdowns(shared, (row["precision"], row["cuda_graphs"]), mode)
             if row["verdict"] != "open" or len(slow) < 2:
@@ -291,8 +292,7 @@ def read_projection(projection: list[dict[str, Any]], shared: list[SharedTurns])
             row[verdict_key] = reading["rule"]
             row[scaled_key] = {str(f): sharing_verdict([f * w for w in walls], slow)["rule"]
                                for f in MODEL_ERROR_SCALES}
-            mine = [s for s in shared if s.mode == mode]
-            if all(not math.isnan(s.halves_s[0]) for s in mine):
+            if halved:
                 row[verdict_key + "_by_half"] = {
                     name: sharing_verdict(walls, slowdowns(shared, (row["precision"], row["cuda_graphs"]), mode,
                                                            half))["rule"] for half, name in enumerate(HALVES)}

@@ -147,6 +147,11 @@ def pinned(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
     return tensor.pin_memory() if device.type == "cuda" else tensor
 
 
+def upload(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """A host tensor on ``device``, its copy queued without waiting for the device (:func:`pinned`)."""
+    return pinned(tensor.contiguous(), device).to(device, non_blocking=True)
+
+
 class DeviceBatches:
     """This rank's share of each step's batch, on the device, and the count of scored targets in the whole batch
     (counted on the host copy: no sync). On CUDA :meth:`prefetch` builds the next step's batch and starts its copy
@@ -170,6 +175,6 @@ class DeviceBatches:
         inputs, targets = self.source.batch(step)
         n_targets = int((targets != IGNORE).sum())
         local = inputs[self.rank::self.world], targets[self.rank::self.world]
-        if self.device.type == "cuda":
-            local = tuple(pinned(t, self.device).to(self.device, non_blocking=True) for t in local)
+        if self.device.type == "cuda":  # elsewhere the batch is used in place
+            local = tuple(upload(t, self.device) for t in local)
         return step, local, n_targets

@@ -13,9 +13,10 @@ frozen replica, and the rows that round a batch up to whole micro-batches, read 
 nothing.
 
 The gathered batch is :func:`~assocmem.train.batches.static_stack`'s of the replicas' own batches, except past the
-batch's longest row: there the host's batch holds token 0, a table row the pad id or the sequence's last token (an
-input of no batch row, whose target is padding). No scored target sees those positions (attention is causal) and
-they score nothing, so the losses and gradients are the same (bit for bit on the CPU: tested)."""
+batch's longest row: there the host's batch holds token 0, a table row token 0, the pad id (up to the table's
+longest row) or the sequence's last token (an input of no batch row, whose target is padding). No scored target sees
+those positions (attention is causal) and they score nothing, so the losses and gradients are the same (bit for bit
+on the CPU: tested)."""
 
 from __future__ import annotations
 
@@ -23,19 +24,17 @@ from collections.abc import Sequence
 
 import numpy as np
 import torch
-from torch.nn import functional as F
 
 from assocmem.stopping import IGNORE
-from assocmem.train.batches import BatchSource, SequenceBatches, to_lm_batch
+from assocmem.train.batches import BatchSource, SequenceBatches, static_shape, to_lm_batch
 
 
 def _table(source: SequenceBatches, width: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Every training sequence of ``source`` as one row of inputs and targets, padded to ``width`` tokens."""
-    store = source.store
-    inputs, targets = to_lm_batch(store.padded_batch(np.arange(source.start, source.stop)), store.pad_id,
-                                  source.loss_from)
-    pad = width - inputs.shape[1]
-    return F.pad(inputs, (0, pad), value=int(store.pad_id)), F.pad(targets, (0, pad), value=IGNORE)
+    """Every training sequence of ``source`` as one row of inputs and targets, padded to ``width`` tokens as a
+    batch is (:func:`static_shape`)."""
+    store, rows = source.store, source.stop - source.start
+    batch = to_lm_batch(store.padded_batch(np.arange(source.start, source.stop)), store.pad_id, source.loss_from)
+    return static_shape(batch, rows, width)
 
 
 def _key(source: SequenceBatches) -> tuple:

@@ -39,7 +39,7 @@ from assocmem.progress import bar
 from assocmem.runtime import resolve_device
 from assocmem.runtime.cuda_start import cuda_ready
 from assocmem.stopping import is_new_best
-from assocmem.train.batches import Batch, pinned, scored_targets, static_stack, static_width
+from assocmem.train.batches import Batch, scored_targets, static_stack, static_width, upload
 from assocmem.train.files import BEST_IN_PROGRESS, RunState
 from assocmem.train.loop import TrainJob, cuda_graphs_on
 from assocmem.train.settings import TrainSettings, lr_at
@@ -148,11 +148,11 @@ class StackedTraining:
             return self._graphed.run(step, active, lrs)
         batches = [job.train_batches.batch(step) if on else None for job, on in zip(self.jobs, active, strict=True)]
         inputs, targets, counts = stack_batches(batches, s.batch_size)
-        denominators = self._upload(torch.tensor([max(c, 1) for c in counts], dtype=torch.float32))
+        denominators = upload(torch.tensor([max(c, 1) for c in counts], dtype=torch.float32), self.device)
         total = torch.zeros(len(self.jobs), dtype=torch.float64, device=self.device)
         size = s.micro_batch_size or s.batch_size
         for i in range(0, s.batch_size, size):
-            x, y = self._upload(inputs[:, i:i + size]), self._upload(targets[:, i:i + size])
+            x, y = upload(inputs[:, i:i + size], self.device), upload(targets[:, i:i + size], self.device)
             with autocast():
                 nll = summed_nll(stack if self._forward is None else self._forward, x, y)
             (nll / denominators).sum().backward()  # the replicas share no weight: each gets its own gradient
@@ -161,10 +161,6 @@ class StackedTraining:
         optimizer_step(optimizer, stack, lrs)
         optimizer.zero_grad(set_to_none=True)
         return total, counts  # no host sync: the losses are read at evaluations
-
-    def _upload(self, host: torch.Tensor) -> torch.Tensor:
-        """A host tensor on the device, its copy queued without waiting for the device (:func:`pinned`)."""
-        return pinned(host.contiguous(), self.device).to(self.device, non_blocking=True)
 
     def prepare(self) -> tuple[Optimizer, int, torch.Tensor]:
         """The stack in training mode and its optimizer, at the replicas' initial weights or where the group's

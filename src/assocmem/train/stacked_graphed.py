@@ -68,14 +68,7 @@ class StackedGraphedStep(CapturedStep):
         """One step of the stack from ``step``: replica k trains on its batch of the step where ``active[k]``
         (frozen otherwise) at learning rate ``lrs[k]``. Returns the replicas' summed losses (K,), a device tensor
         the next step overwrites (add it up before then), and their scored-target counts."""
-        if self.rows is not None:
-            index, counts = self.rows.index(step, active)
-            uploads = [(self.index, torch.from_numpy(index))]
-        else:
-            batches = [source.batch(step) if on else None for source, on in zip(self.sources, active, strict=True)]
-            counts = [scored_targets(batch) for batch in batches]
-            uploads = list(zip((self.inputs, self.targets), static_stack(batches, *self.inputs.shape[1:]),
-                               strict=True))
+        uploads, counts = self.feed(step, active)
         top = max(lrs)
         factors = torch.from_numpy(np.array([[1.0 / max(c, 1) for c in counts], active,
                                              [1.0 - lr / top if top > 0 else 1.0 for lr in lrs]], dtype=np.float32))
@@ -84,6 +77,16 @@ class StackedGraphedStep(CapturedStep):
         self.lr.fill_(top)
         self._advance()
         return self.loss, counts
+
+    def feed(self, step: int, active: Sequence[bool]) -> tuple[list[tuple[torch.Tensor, torch.Tensor]], list[int]]:
+        """The host's part of a turn's batches: (device buffer, host tensor) pairs to upload, and each replica's
+        scored targets. With device rows, one (K, rows) index; otherwise the replicas' batches, stacked."""
+        if self.rows is not None:
+            index, counts = self.rows.index(step, active)
+            return [(self.index, torch.from_numpy(index))], counts
+        batches = [source.batch(step) if on else None for source, on in zip(self.sources, active, strict=True)]
+        stacked = static_stack(batches, *self.inputs.shape[1:])
+        return list(zip((self.inputs, self.targets), stacked, strict=True)), [scored_targets(b) for b in batches]
 
     def _body(self) -> None:
         """What the graph holds: the micro-batches' forward and backward, clipping and masking, AdamW and the
