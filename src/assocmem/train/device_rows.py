@@ -1,9 +1,9 @@
 """Stacked replicas' training sequences held on the device, each turn's batches gathered there (issue 41).
 
 A turn of K stacked replicas built K batches on the host, padded and stacked them and copied (K, rows, width)
-inputs and targets to the device: on a 2-core AMD EPYC Zen 4 host 0.33 ms of host time a turn for the decisive
+inputs and targets to the device: on a 2-core AMD EPYC Zen 4 host 0.34 ms of host time a turn for the decisive
 column's 8 replicas of 64 facts, more than the whole turn ten minutes on one GPU leave one group after another
-(0.16-0.28 ms); with the rows on the device, 0.009 ms (``benchmarks/bench_device_rows.py``, benchmarks/README.md).
+(0.16-0.28 ms); with the rows on the device, 0.014 ms (``benchmarks/bench_device_rows.py``, benchmarks/README.md).
 Where every replica draws whole sequences (:class:`~assocmem.train.batches.SequenceBatches`) their rows are few
 (16,384 facts of 10 tokens are 2.4 MB as inputs and targets), so they go to the device once, padded to the step's
 static width; a turn then picks each replica's rows on the host (its epoch's permutation, as the replica's own batch
