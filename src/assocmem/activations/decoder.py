@@ -50,7 +50,7 @@ def sample_chunks(store: TokenStore, rows: np.ndarray, n_chunks: int, seed: int)
     lengths = store.lengths()[seq_rows]
     positions = (rng.random(n_chunks) * (lengths - 1)).astype(np.int64)
     chunks = pd.DataFrame({"row": np.arange(n_chunks), "seq_row": seq_rows, "position": positions})
-    chunks["next_token"] = [int(store.sequence(int(r))[p + 1]) for r, p in zip(seq_rows, positions, strict=True)]
+    chunks["next_token"] = store.tokens_at(store.offsets[seq_rows] + positions + 1)
     return chunks
 
 

@@ -71,6 +71,20 @@ def test_chunk_sampling_is_deterministic(tmp_path):
     assert (a["position"] < lengths - 1).all() and (a["position"] >= 0).all()
 
 
+@pytest.mark.parametrize("which", ["full", "view"])
+def test_chunk_next_token_is_the_sequence_token_after_the_chunk(tmp_path, which):
+    """The next tokens, gathered at once (TokenStore.tokens_at), are each chunk's sequence read alone; on a subset
+    view too, whose sequences are its parent's."""
+    token_dir = make_token_dir(tmp_path / "full", repeat=5)
+    if which == "view":
+        make_subset(token_dir, 0.5, out_dir=tmp_path / "view")
+    store = TokenStore(token_dir if which == "full" else tmp_path / "view", "train")
+    chunks = sample_chunks(store, np.arange(len(store)), 200, seed=4)
+    assert chunks["next_token"].dtype == np.int64
+    expected = [store.sequence(r)[p + 1] for r, p in zip(chunks["seq_row"], chunks["position"], strict=True)]
+    assert chunks["next_token"].tolist() == expected
+
+
 def test_split_loop_seeds_stores_and_meta(tmp_path):
     token_dir = make_token_dir(tmp_path)
     calls = []

@@ -342,6 +342,28 @@ def test_store_window_equals_slice_of_the_token_stream(single_process_store, ref
     np.testing.assert_array_equal(store.window(offset, length), tokens[offset:offset + length])
 
 
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_tokens_at_equals_the_token_stream_at_those_positions(single_process_store, reference, data):
+    """One gather per shard (several shards here) returns the stream's tokens at any positions, in their shape."""
+    tokens, _ = reference
+    store = TokenStore(single_process_store)
+    rows, cols = data.draw(st.integers(0, 6)), data.draw(st.integers(1, 5))
+    positions = np.array(data.draw(st.lists(st.integers(0, len(tokens) - 1), min_size=rows * cols,
+                                            max_size=rows * cols)), dtype=np.int64).reshape(rows, cols)
+    found = store.tokens_at(positions)
+    assert found.shape == positions.shape and found.dtype == np.int64
+    np.testing.assert_array_equal(found, tokens[positions])
+
+
+def test_tokens_at_refuses_positions_outside_the_split(single_process_store, reference):
+    store = TokenStore(single_process_store)
+    with pytest.raises(IndexError, match="outside"):
+        store.tokens_at(np.array([0, len(reference[0])]))
+    with pytest.raises(IndexError, match="outside"):
+        store.tokens_at(np.array([-1]))
+
+
 def test_sample_windows_is_next_token_shifted_and_seeded(single_process_store, reference):
     tokens, _ = reference
     store = TokenStore(single_process_store)
