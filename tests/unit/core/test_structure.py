@@ -75,8 +75,12 @@ def test_theory_is_pure_math() -> None:
     assert outside == []
 
 
-@pytest.mark.parametrize("path", sorted(PACKAGE_DIR.rglob("*.py")), ids=lambda p: p.relative_to(PACKAGE_DIR).as_posix())
+SOURCE_FILES = [*sorted(PACKAGE_DIR.rglob("*.py")), *sorted((ROOT / "workflow" / "rules").glob("*.smk"))]
+
+
+@pytest.mark.parametrize("path", SOURCE_FILES, ids=lambda p: p.relative_to(ROOT).as_posix())
 def test_no_source_file_is_too_long(path) -> None:
+    """The package's modules and the workflow's rule files alike."""
     assert len(path.read_text(encoding="utf-8").splitlines()) <= MAX_LINES
 
 
