@@ -213,8 +213,8 @@ class TokenStore:
 
     def tokens_at(self, positions: np.ndarray) -> np.ndarray:
         """The tokens at global ``positions`` (any shape) as a fresh int64 array of that shape, one gather per shard:
-        for scattered single tokens (an activation dump's next tokens: 100,000 :meth:`sequence` reads took 0.48 s on
-        a 2-core AMD EPYC Zen 4 host, this 0.004 s). Whole windows copy faster as slices (:meth:`window`)."""
+        for scattered single tokens (an activation dump's next tokens), where a :meth:`sequence` read per token is a
+        Python call each. Whole windows copy faster as slices (:meth:`window`)."""
         positions = np.asarray(positions, dtype=np.int64)
         if positions.size and (positions.min() < 0 or positions.max() >= self.n_tokens):
             raise IndexError(f"token position outside [0, {self.n_tokens}) in {self.store_dir} ({self.split})")
