@@ -348,6 +348,7 @@ def test_tokens_at_equals_the_token_stream_at_those_positions(single_process_sto
     """One gather per shard (several shards here) returns the stream's tokens at any positions, in their shape."""
     tokens, _ = reference
     store = TokenStore(single_process_store)
+    assert len(store.info["shards"]) > 3
     rows, cols = data.draw(st.integers(0, 6)), data.draw(st.integers(1, 5))
     positions = np.array(data.draw(st.lists(st.integers(0, len(tokens) - 1), min_size=rows * cols,
                                             max_size=rows * cols)), dtype=np.int64).reshape(rows, cols)
