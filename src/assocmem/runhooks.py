@@ -5,6 +5,7 @@
   it stops prints a line instead of breaking Snakemake's clean-up with an event-loop traceback; the run then ends
   with one line saying it was interrupted and that the same command resumes (not the "a job failed" hints);
 - a failing job's command is printed once;
+- Snakemake's own lines reach stderr whole, so a job's status line never lands inside one (:func:`whole_lines`);
 - a report job that failed or was interrupted leaves the previous report (``assocmem.report.swap``);
 - the results directory's claim fails with one line (``assocmem.runlock``).
 """
@@ -79,6 +80,21 @@ def print_job_command_once() -> bool:
 
     print_exception.assocmem = True  # type: ignore[attr-defined]
     local.print_exception = print_exception
+    return True
+
+
+def whole_lines(stream: Any = None) -> bool:
+    """Make ``stream`` (default ``sys.stderr``) write whole lines. Snakemake's log handler writes a message and its
+    newline as two writes; where PYTHONUNBUFFERED is set (``python -u``, many CI and container images) stderr passes
+    each to the OS at once, so a job's status line (one write of its own, on a descriptor that shares the stream:
+    ``ASSOCMEM_STATUS_FD``) could land between them, glued to Snakemake's line ("Select jobs to
+    execute...assocmem: subsets: ..."; it failed a CI run once). Line-buffered, the message waits for its newline and
+    both go out in one write. False (nothing done) where the stream cannot be reconfigured."""
+    stream = sys.stderr if stream is None else stream
+    reconfigure = getattr(stream, "reconfigure", None)
+    if reconfigure is None:
+        return False
+    reconfigure(line_buffering=True, write_through=False)
     return True
 
 

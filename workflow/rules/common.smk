@@ -62,6 +62,7 @@ INTERRUPTS = runhooks.Interrupts(RERUN)
 if workflow.is_main_process:
     INTERRUPTS.install()
     runhooks.print_job_command_once()
+    runhooks.whole_lines()
 
 
 def claim_results_dir():

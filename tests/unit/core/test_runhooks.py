@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import signal
 
@@ -57,6 +58,31 @@ def test_a_failed_shell_command_is_not_printed_a_second_time(monkeypatch) -> Non
     other = RuleException("NameError in file x, line 1: name 'y' is not defined")
     local.print_exception(other)
     assert printed == [other]
+
+
+def _glued(fix: bool) -> list[str]:
+    """Lines read from a pipe written as Snakemake's handler writes (a message, then its newline) through a stream
+    built as Python builds stderr where PYTHONUNBUFFERED is set (unbuffered file, write-through text layer), with a
+    job's status line written to the same pipe, as ``ASSOCMEM_STATUS_FD`` does, between the two writes."""
+    read_end, write_end = os.pipe()
+    stream = io.TextIOWrapper(io.FileIO(write_end, "w"), write_through=True)
+    if fix:
+        assert runhooks.whole_lines(stream)
+    stream.write("Select jobs to execute...")
+    os.write(write_end, b"assocmem: subsets: pct10: the first 10% of the training split in 0.1 s\n")
+    stream.write("\n")
+    stream.flush()
+    stream.close()
+    with io.FileIO(read_end) as pipe:
+        return pipe.read().decode().splitlines()
+
+
+def test_a_jobs_status_line_is_never_glued_into_snakemakes_line() -> None:
+    assert _glued(fix=False)[0] == "Select jobs to execute...assocmem: subsets: pct10: the first 10% of the training " \
+                                   "split in 0.1 s"  # the race the CI met, made certain
+    assert _glued(fix=True) == ["assocmem: subsets: pct10: the first 10% of the training split in 0.1 s",
+                                "Select jobs to execute..."]
+    assert not runhooks.whole_lines(object())  # a stream that cannot be reconfigured is left as it is
 
 
 def write_report(directory, text: str) -> None:
