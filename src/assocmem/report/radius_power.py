@@ -5,7 +5,7 @@ R = 3 independent chunk samples. Per design this module draws the 3 x R per-repl
 statistic of each run) from a truth with a run-to-run coefficient of variation ``cv`` (Gaussian, so the truth is the
 levels' mean), and applies the claim's own code to them: :func:`~assocmem.report.nn_statistics.replicate_interval`
 and :func:`~assocmem.report.nn_statistics.width_growth` for the intervals, and the decision rules of
-:mod:`assocmem.report.claims.radius` (``band_outcome`` per width, ``growth_outcome``, ``radius_verdict``). The
+:mod:`assocmem.report.radius_rules` (``band_outcome`` per width, ``growth_outcome``, ``radius_verdict``). The
 verdict simulated is the one the level and growth outcomes give, for one statistic in one unit; the row also needs
 the outcomes over the nested samples, for the mean and the median, with and without the gain, which this simulation
 takes to agree.
@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from assocmem.io import read_json, write_json
-from assocmem.report.claims import radius as rc
+from assocmem.report import radius_rules as rules
 from assocmem.report.header import cpu_model
 from assocmem.report.nn_statistics import CONFIDENCE, replicate_interval, width_growth
 from assocmem.theory import radius as ra
@@ -46,7 +46,7 @@ DESIGNS = 1000
 SEED = 38
 DETECTS = 0.80  # share of designs whose verdict is the truth's
 CALIBRATED = 0.90  # share of designs whose 95% intervals cover the truth
-OUTCOMES = (rc.AGREES, rc.DISAGREES, rc.UNDECIDED)
+OUTCOMES = (rules.AGREES, rules.DISAGREES, rules.UNDECIDED)
 VERDICTS = ("reproduced", "refuted", "not-testable")
 _LEVEL_KEY = re.compile(r"^([^.]+)\.(mean|median)\.level$")
 
@@ -68,7 +68,7 @@ class Truth:
 TRUTHS = (
     Truth("paper: 2r*(n)"),
     Truth("1.15 x 2r*(n), inside the tolerance", scale=1.15),
-    Truth("the paper's Fig. 2: 20/15.49 = 1.29 x 2r*(n), on the tolerance's edge", scale=rc.PAPER_RATIO),
+    Truth("the paper's Fig. 2: 20/15.49 = 1.29 x 2r*(n), on the tolerance's edge", scale=rules.PAPER_RATIO),
     Truth("1.5 x 2r*(n)", scale=1.5),
     Truth("0.7 x 2r*(n)", scale=0.7),
     Truth("overhead: 2r*(n) + 5", overhead=5.0),
@@ -87,21 +87,21 @@ def _on_edge(ratio: float, tolerance: float) -> bool:
     return bool(np.isclose(ratio, tolerance, rtol=1e-9) or np.isclose(ratio, 1 / tolerance, rtol=1e-9))
 
 
-def expected(truth: Truth, widths: np.ndarray, tolerance: float = rc.PAPER_RATIO) -> dict[str, Any]:
+def expected(truth: Truth, widths: np.ndarray, tolerance: float = rules.PAPER_RATIO) -> dict[str, Any]:
     """What the rules give without noise: per width the level outcome (undecided for a truth on the band's edge),
     the growth outcome, and the verdict."""
     ratios = truth.levels(widths) / (2 * ra.radius_star(widths))
     band = (1 / tolerance, tolerance)
-    level = [rc.UNDECIDED if _on_edge(r, tolerance) else rc.band_outcome(r, r, band) for r in ratios]
+    level = [rules.UNDECIDED if _on_edge(r, tolerance) else rules.band_outcome(r, r, band) for r in ratios]
     slope = effective_exponent(truth, widths)
-    growth = rc.AGREES if np.isclose(slope, 0.5, atol=1e-9) else rc.DISAGREES
+    growth = rules.AGREES if np.isclose(slope, 0.5, atol=1e-9) else rules.DISAGREES
     return {"level": dict(zip(map(str, widths), level, strict=True)), "growth": growth, "exponent": slope,
             "ratio_to_2r_star": dict(zip(map(str, widths), ratios.tolist(), strict=True)),
-            "verdict": rc.radius_verdict([*level, growth])}
+            "verdict": rules.radius_verdict([*level, growth])}
 
 
 def simulate_design(truth: Truth, cv: float, rng: np.random.Generator, widths: np.ndarray, replicates: int,
-                    tolerance: float = rc.PAPER_RATIO) -> dict[str, Any]:
+                    tolerance: float = rules.PAPER_RATIO) -> dict[str, Any]:
     """One simulated design: each width's level outcome and whether its interval covers the truth; the growth
     outcome, its interval and coverage; the verdict."""
     truth_levels = truth.levels(widths)
@@ -110,14 +110,14 @@ def simulate_design(truth: Truth, cv: float, rng: np.random.Generator, widths: n
     for n_dim, true_level, row in zip(widths, truth_levels, draws, strict=True):
         _, low, high = replicate_interval(row)
         two_r = 2 * ra.radius_star(int(n_dim))
-        level.append(rc.band_outcome(low / two_r, high / two_r, (1 / tolerance, tolerance)))
+        level.append(rules.band_outcome(low / two_r, high / two_r, (1 / tolerance, tolerance)))
         covered.append(low <= true_level <= high)
     growth = width_growth(np.repeat(widths, replicates), draws.ravel())
     low, high = growth["slope_lo"], growth["slope_hi"]
-    outcome = rc.growth_outcome(low, high)
+    outcome = rules.growth_outcome(low, high)
     return {"level": level, "level_covered": covered, "growth": outcome, "slope_lo": low, "slope_hi": high,
             "slope_covered": low <= effective_exponent(truth, widths) <= high,
-            "verdict": rc.radius_verdict([*level, outcome])}
+            "verdict": rules.radius_verdict([*level, outcome])}
 
 
 def _shares(values: list[str], names: tuple[str, ...]) -> dict[str, float]:
@@ -125,7 +125,7 @@ def _shares(values: list[str], names: tuple[str, ...]) -> dict[str, float]:
 
 
 def cell(truth: Truth, cv: float, designs: int, rng: np.random.Generator, widths: tuple[int, ...] = WIDTHS,
-         replicates: int = REPLICATES, tolerance: float = rc.PAPER_RATIO) -> dict[str, Any]:
+         replicates: int = REPLICATES, tolerance: float = rules.PAPER_RATIO) -> dict[str, Any]:
     """One truth at one CV over ``designs`` simulated designs: coverage, each outcome's shares, the verdict's."""
     width_array = np.asarray(widths, dtype=np.int64)
     sims = [simulate_design(truth, cv, rng, width_array, replicates, tolerance) for _ in range(designs)]
@@ -222,7 +222,7 @@ def record(designs: int = DESIGNS, seed: int = SEED, commit: str = "", command: 
             "date": datetime.date.today().isoformat(), "host": f"{cpu_model()} ({os.cpu_count()} logical CPUs)",
             "simulation_s": round(time.monotonic() - started, 1),
             "inputs": {"config": "config/radius_gpt2.yaml", "widths": list(WIDTHS), "replicates": REPLICATES,
-                       "cvs": list(CVS), "designs": designs, "seed": seed, "tolerance": rc.PAPER_RATIO,
+                       "cvs": list(CVS), "designs": designs, "seed": seed, "tolerance": rules.PAPER_RATIO,
                        "confidence": CONFIDENCE, "detects_at": DETECTS, "calibrated_at": CALIBRATED,
                        "noise": "level x (1 + cv z), z standard normal, independent per replicate",
                        "truths": [asdict(truth) for truth in TRUTHS],

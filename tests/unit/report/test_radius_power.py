@@ -11,7 +11,7 @@ import yaml
 from helpers import ROOT
 
 from assocmem.report import radius_power as rp
-from assocmem.report.claims.radius import AGREES, DISAGREES, UNDECIDED, growth_outcome
+from assocmem.report.radius_rules import AGREES, DISAGREES, UNDECIDED, growth_outcome
 
 HF_WIDTH = {"gpt2": 768, "gpt2-medium": 1024, "gpt2-large": 1280}  # n_embd of the HF checkpoints
 

@@ -5,8 +5,18 @@ imported by :func:`.registry.all_claims`. A check function takes in-memory input
 (:func:`.base.check_row`); the claim's ``evaluate`` builds those inputs from the loaded artifacts.
 """
 
-from assocmem.report.claims.base import HOWS, VERDICTS, check_row
-from assocmem.report.claims.registry import Claim, Erratum, Untestable, all_claims, find, get, register
+from assocmem.report.claims.base import check_row
+from assocmem.report.claims.registry import (
+    HOWS,
+    VERDICTS,
+    Claim,
+    Erratum,
+    Untestable,
+    all_claims,
+    find,
+    get,
+    register,
+)
 
 __all__ = ["HOWS", "VERDICTS", "Claim", "Erratum", "Untestable", "all_claims", "check_row", "find", "get",
            "register"]

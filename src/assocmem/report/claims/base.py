@@ -1,10 +1,11 @@
-"""The check row every claim function returns, and shared input checks.
+"""The check row every claim function returns, and shared input checks and words for its text.
 
-Every row has: id, claim (as printed, plain text), computed (what and on which data), numbers (flat JSON
-numbers; non-finite values become None), verdict (reproduced|refuted|corrected|not-testable), evidence, how
-(derived|data|counterexample|corrected), and the fields the report renders: quote (the paper verbatim, from the
-claim's registry record: list of {where, latex_source, pdf[, note]}), statement_tex (the printed claim as LaTeX),
-ours_tex (what holds, as LaTeX) and limits (what would change a data-based verdict; None for derivations).
+The row is the registered claim's (:meth:`~.registry.Claim.check_row`). Every row has: id, claim (as printed, plain
+text), computed (what and on which data), numbers (flat JSON numbers; non-finite values become None), verdict
+(reproduced|refuted|corrected|not-testable), evidence, how (derived|data|counterexample|corrected), and the fields
+the report renders: quote (the paper verbatim, from the claim's registry record: list of {where, latex_source, pdf[,
+note]}), statement_tex (the printed claim as LaTeX), ours_tex (what holds, as LaTeX) and limits (what would change a
+data-based verdict; None for derivations).
 Verdict rules are fixed in the code (thresholds are arguments with documented defaults), never tuned to the data.
 """
 
@@ -19,39 +20,12 @@ import pandas as pd
 from assocmem.errors import AssocmemError
 from assocmem.report.claims import registry
 
-VERDICTS = ("reproduced", "refuted", "corrected", "not-testable")
-HOWS = ("derived", "data", "counterexample", "corrected")
-
-
-def _clean(value: Any) -> float | int | None:
-    if value is None:
-        return None
-    if isinstance(value, bool | np.bool_):
-        return int(value)
-    if isinstance(value, int | np.integer):
-        return int(value)
-    number = float(value)
-    return number if np.isfinite(number) else None
-
 
 def check_row(claim_id: str, computed: str, numbers: Mapping[str, Any], verdict: str, evidence: str, how: str, *,
               ours_tex: str, limits: str | None = None) -> dict[str, Any]:
-    """Assemble and validate one check row; the claim as printed, its quote and statement_tex come from the
-    claim's registry record.
-
-    A row whose verdict rests on measured data (how == 'data') must say what would change it (``limits``)."""
-    if verdict not in VERDICTS:
-        raise AssocmemError(f"claim {claim_id}: verdict {verdict!r} not in {VERDICTS}")
-    if how not in HOWS:
-        raise AssocmemError(f"claim {claim_id}: how {how!r} not in {HOWS}")
-    if how == "data" and not (limits and limits.strip()):
-        raise AssocmemError(f"claim {claim_id}: a data-based verdict needs a 'limits of this evidence' paragraph")
-    claim = registry.get(claim_id)
-    return {"id": claim_id, "claim": claim.statement, "computed": computed,
-            "numbers": {str(k): _clean(v) for k, v in numbers.items()},
-            "verdict": verdict, "evidence": evidence, "how": how,
-            "quote": [quote.as_dict() for quote in claim.quotes], "statement_tex": claim.statement_tex,
-            "ours_tex": ours_tex, "limits": limits}
+    """One check row of the registered claim ``claim_id`` (:meth:`~.registry.Claim.check_row`)."""
+    return registry.get(claim_id).check_row(computed, numbers, verdict, evidence, how, ours_tex=ours_tex,
+                                            limits=limits)
 
 
 # ---------------------------------------------------------------- words for the receipts

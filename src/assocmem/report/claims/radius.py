@@ -56,33 +56,24 @@ from assocmem.report.nn_statistics import (
 )
 from assocmem.report.quotes import PAPER_SAMPLE_SIZE
 from assocmem.report.radius_figure import radius_trend
+from assocmem.report.radius_power import row_power
+from assocmem.report.radius_rules import (
+    AGREES,
+    DISAGREES,
+    PAPER_RATIO,
+    UNDECIDED,
+    band_outcome,
+    growth_outcome,
+    radius_verdict,
+)
 from assocmem.theory import radius as ra
 
-PAPER_RATIO = 20.0 / (2.0 * ra.radius_star(1024))  # the paper's own "agreement": mean 20 vs 2r* = 15.49
 STATISTICS = ("mean", "median")
 QUERY_COLUMNS = ["run", "set", "fraction", "n_patterns", "query", "distance"]
 RUN_COLUMNS = ["run", "n_dim", "t_max", "usable", "status"]
 UNITS = ("gain_free", "distinct")  # gain divided out; with the gain (what the model computes)
 DECIDING_COMMAND = ("`snakemake --cores all --configfile config/radius_gpt2.yaml` (pretrained GPT-2 small, medium and "
                     "large, three samples of 80K chunks of 256 OpenWebText tokens each; one GPU)")
-AGREES, DISAGREES, UNDECIDED = "agrees", "disagrees", "undecided"
-
-
-def band_outcome(low: float, high: float, band: tuple[float, float]) -> str:
-    """Whether an interval lies inside the tolerance band, outside it, or straddles an edge."""
-    if band[0] <= low and high <= band[1]:
-        return AGREES
-    if high < band[0] or low > band[1]:
-        return DISAGREES
-    return UNDECIDED
-
-
-def growth_outcome(low: float, high: float) -> str:
-    """The exponent of level ~ n^s against the paper's 1/2: agrees iff its interval holds 1/2 and excludes 0,
-    disagrees iff it excludes 1/2, else undecided."""
-    if not low <= 0.5 <= high:
-        return DISAGREES
-    return AGREES if low > 0 else UNDECIDED
 
 
 def _percentiles(replicates: np.ndarray) -> tuple[float, float]:
@@ -149,14 +140,6 @@ def _spreads(by_width: dict[int, dict[str, dict[str, tuple[float, np.ndarray]]]]
             lines.append(f"$n={n_dim}$, {len(runs)} runs, {statistic}: max/min {spread:.2f} [{low:.2f}, "
                          f"{high:.2f}] ({outcome})")
     return numbers, outcomes, lines
-
-
-def radius_verdict(outcomes: list[str]) -> str:
-    if not outcomes:
-        return "not-testable"
-    if DISAGREES in outcomes:
-        return "refuted"
-    return "reproduced" if all(outcome == AGREES for outcome in outcomes) else "not-testable"
 
 
 Levels = dict[str, dict[str, tuple[float, np.ndarray]]]  # run -> statistic -> (level, bootstrap replicates)
@@ -239,12 +222,10 @@ def _decide(frames: dict[str, pd.DataFrame], decided: pd.DataFrame, tolerance: f
 
 
 def _design_power(decided: pd.DataFrame, numbers: dict[str, Any], seed: int) -> tuple[dict[str, Any], str]:
-    from assocmem.report import radius_power  # it runs this module's rules
-
     sets = [np.array([numbers[f"{run}{tag}.{statistic}.level"] for run in group["run"]])
             for _, group in decided.groupby("model_id") for tag in ("", "[distinct]") for statistic in STATISTICS
             if all(f"{run}{tag}.{statistic}.level" in numbers for run in group["run"])]
-    return radius_power.row_power(sorted(decided["n_dim"].unique().tolist()),
+    return row_power(sorted(decided["n_dim"].unique().tolist()),
                                   int(decided.groupby("model_id").size().min()), sets, seed)
 
 

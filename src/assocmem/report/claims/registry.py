@@ -22,12 +22,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from assocmem.errors import AssocmemError
 from assocmem.report.quotes import Quote
 
 if TYPE_CHECKING:
     from assocmem.report.evidence import Evidence
 
+VERDICTS = ("reproduced", "refuted", "corrected", "not-testable")
+HOWS = ("derived", "data", "counterexample", "corrected")
 FigureMaker = Callable[[Path], tuple[Path, str]]  # figure directory -> (PNG path, caption)
 NOT_MEASURED_TEX = r"Not measured in this run."
 
@@ -73,11 +77,38 @@ class Claim:
         """The claim's row on this run's artifacts: its check's, or a not-testable one."""
         result = self.evaluate(evidence)
         if isinstance(result, Untestable):
-            from assocmem.report.claims.base import check_row
-
-            return check_row(self.id, result.computed, result.numbers, "not-testable", result.evidence, "data",
-                             ours_tex=result.ours_tex, limits=result.limits)
+            return self.check_row(result.computed, result.numbers, "not-testable", result.evidence, "data",
+                                  ours_tex=result.ours_tex, limits=result.limits)
         return result
+
+    def check_row(self, computed: str, numbers: Mapping[str, Any], verdict: str, evidence: str, how: str, *,
+                  ours_tex: str, limits: str | None = None) -> dict[str, Any]:
+        """Assemble and validate one check row of this claim (the claim as printed, its quote and statement_tex
+        from this record). A row whose verdict rests on measured data (how == 'data') must say what would change
+        it (``limits``)."""
+        if verdict not in VERDICTS:
+            raise AssocmemError(f"claim {self.id}: verdict {verdict!r} not in {VERDICTS}")
+        if how not in HOWS:
+            raise AssocmemError(f"claim {self.id}: how {how!r} not in {HOWS}")
+        if how == "data" and not (limits and limits.strip()):
+            raise AssocmemError(f"claim {self.id}: a data-based verdict needs a 'limits of this evidence' paragraph")
+        return {"id": self.id, "claim": self.statement, "computed": computed,
+                "numbers": {str(k): _json_number(v) for k, v in numbers.items()},
+                "verdict": verdict, "evidence": evidence, "how": how,
+                "quote": [quote.as_dict() for quote in self.quotes], "statement_tex": self.statement_tex,
+                "ours_tex": ours_tex, "limits": limits}
+
+
+def _json_number(value: Any) -> float | int | None:
+    """A row's number as JSON holds it: truth values as 0/1, non-finite values as None."""
+    if value is None:
+        return None
+    if isinstance(value, bool | np.bool_):
+        return int(value)
+    if isinstance(value, int | np.integer):
+        return int(value)
+    number = float(value)
+    return number if np.isfinite(number) else None
 
 
 _REGISTRY: dict[str, Claim] = {}
