@@ -17,6 +17,8 @@ file's sha256.
 
 from __future__ import annotations
 
+import itertools
+import math
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -34,6 +36,7 @@ KEY_STREAM, VALUE_STREAM = 0, 1
 BATCH = 1024  # candidate keys per draw: fixed, so the candidate stream is the same whatever is asked for
 PATIENCE = 256  # batches in a row without a kept key before the request is called too hard to reach
 CELLS = 1 << 24  # candidate x kept-key x position comparisons at once (bounds the memory of a distance check)
+MAX_MASKS = 256  # sets of positions a key's parts are hashed under; above it candidates are compared pair by pair
 
 
 @dataclass(frozen=True)
@@ -92,13 +95,13 @@ def sample_keys(spec: FactsSpec) -> tuple[np.ndarray, int]:
     candidates drawn."""
     rng = np.random.default_rng([spec.seed, KEY_STREAM])
     keys = np.empty((spec.total, spec.key_length), dtype=np.int64)
+    near = _near_check(spec.key_length, spec.min_key_distance)
     kept, drawn, idle = 0, 0, 0
-    seen: set[bytes] = set()
     while kept < spec.total:
         batch = rng.integers(0, spec.key_vocab, size=(BATCH, spec.key_length), dtype=np.int64)
         drawn += BATCH
         before = kept
-        for row in _kept_rows(batch, keys, kept, spec.min_key_distance, seen):
+        for row in near.kept_rows(batch, keys[:kept]):
             keys[kept] = batch[row]
             kept += 1
             if kept == spec.total:
@@ -109,21 +112,58 @@ def sample_keys(spec: FactsSpec) -> tuple[np.ndarray, int]:
     return keys, drawn
 
 
-def _kept_rows(batch: np.ndarray, keys: np.ndarray, kept: int, d: int, seen: set[bytes]) -> Iterator[int]:
-    """Rows of ``batch`` kept in order: each far enough from ``keys[:kept]`` and from the rows kept before it."""
-    if d <= 1:
-        for row, key in enumerate(batch):
-            code = key.tobytes()
-            if code not in seen:
-                seen.add(code)
+def _near_check(length: int, d: int, max_masks: int | None = None) -> _SharedParts | _Pairwise:
+    """The exact check of a candidate against the kept keys: through their shared parts where a key has at most
+    ``max_masks`` (default MAX_MASKS) of them, else pair by pair."""
+    masks = math.comb(length, min(max(d - 1, 0), length))
+    return _SharedParts(length, d) if masks <= (MAX_MASKS if max_masks is None else max_masks) else _Pairwise(d)
+
+
+class _SharedParts:
+    """Keys within distance d - 1 of each other differ on at most m = d - 1 positions, so they agree outside some m
+    positions (any m that hold the differing ones), and conversely: a candidate is near a kept key iff it shares
+    the key's symbols outside one of the C(length, m) sets of m positions. The kept keys' parts are held in one
+    hash set per set of positions, so a candidate costs C(length, m) lookups, not one comparison per kept key."""
+
+    def __init__(self, length: int, d: int) -> None:
+        masked = min(max(d - 1, 0), length)
+        self.parts = [np.array([i for i in range(length) if i not in hidden], dtype=np.intp)
+                      for hidden in itertools.combinations(range(length), masked)]
+        self.seen: list[set[bytes]] = [set() for _ in self.parts]
+
+    def kept_rows(self, batch: np.ndarray, kept_keys: np.ndarray) -> Iterator[int]:
+        """Rows of ``batch`` kept in order, each far from the keys kept before it (``kept_keys``: the keys of
+        earlier batches, already held in the sets)."""
+        codes = list(zip(*(_row_bytes(batch[:, part]) for part in self.parts), strict=True))
+        for row, row_codes in enumerate(codes):
+            if not any(code in seen for code, seen in zip(row_codes, self.seen, strict=True)):
+                for code, seen in zip(row_codes, self.seen, strict=True):
+                    seen.add(code)
                 yield row
-        return
-    far = _far_from(batch, keys[:kept], d)
-    taken: list[int] = []
-    for row in np.flatnonzero(far):
-        if not taken or np.count_nonzero(batch[taken] != batch[row], axis=1).min() >= d:
-            taken.append(int(row))
-            yield int(row)
+
+
+def _row_bytes(rows: np.ndarray) -> list[bytes]:
+    """Each row's symbols as one hashable value (equal bytes: equal rows)."""
+    if rows.shape[1] == 0:  # no position left: every key shares the empty part
+        return [b""] * len(rows)
+    rows = np.ascontiguousarray(rows)
+    return rows.view(np.dtype((np.void, rows.dtype.itemsize * rows.shape[1]))).ravel().tolist()
+
+
+class _Pairwise:
+    """The check by distances to every kept key (where a key has too many sets of positions to hash)."""
+
+    def __init__(self, d: int) -> None:
+        self.d = max(d, 1)  # keys are distinct at any requested distance
+
+    def kept_rows(self, batch: np.ndarray, kept_keys: np.ndarray) -> Iterator[int]:
+        """Rows of ``batch`` kept in order: each far enough from ``kept_keys`` and from the rows kept before it."""
+        far = _far_from(batch, kept_keys, self.d)
+        taken: list[int] = []
+        for row in np.flatnonzero(far):
+            if not taken or np.count_nonzero(batch[taken] != batch[row], axis=1).min() >= self.d:
+                taken.append(int(row))
+                yield int(row)
 
 
 def _far_from(batch: np.ndarray, keys: np.ndarray, d: int) -> np.ndarray:

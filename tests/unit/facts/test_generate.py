@@ -8,6 +8,7 @@ import json
 
 import numpy as np
 import pytest
+from helpers import ROOT
 
 from assocmem.errors import AssocmemError
 from assocmem.facts.generate import SPLITS, FactsSpec, fact_lines, generate_facts, write_facts
@@ -80,3 +81,32 @@ def test_spec_from_config_takes_its_own_seed_or_the_global_one():
     assert FactsSpec.from_config({**facts, "seed": 3}, 5).seed == 3
     with pytest.raises(AssocmemError, match="dataset.facts.seed"):
         FactsSpec.from_config(facts)
+
+
+@pytest.mark.parametrize(("config", "drawn", "digest"), [
+    ("memorisation_decisive.yaml", 34816, "6ba65a69de81bf67cc38525c17d1d969408e1eeb62c07ed75db771fb0995e1a5"),
+    ("memorisation.yaml", 3072, "e46e4b5dd6b133937e85558a4c0893aa17068adc233cb83394c06f91b4c1ed87"),
+])
+def test_the_configs_keys_are_the_ones_drawn_before_the_hashed_check(config, drawn, digest):
+    """The keys of the shipped memorisation configs, byte for byte as the pair-by-pair sampler drew them (its
+    output at commit 3ee1ce1, sha256 of the int64 array): the faster check changed no fact of any record."""
+    import hashlib
+
+    from assocmem.config import load_config, load_schema
+    from assocmem.facts.generate import sample_keys
+    from assocmem.schemas import config_schema_path
+
+    cfg = load_config(ROOT / "config" / config, load_schema(config_schema_path()))
+    exp = next(iter(cfg["experiments"].values()))
+    keys, candidates = sample_keys(FactsSpec.from_config(exp["dataset"]["facts"], seed=cfg["seed"]))
+    assert candidates == drawn and hashlib.sha256(keys.tobytes()).hexdigest() == digest
+
+
+def test_the_benchmark_times_both_checks_and_finds_the_same_keys():
+    import sys
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from bench_facts import main
+
+    (row,) = main(["--configs", "config/memorisation.yaml", "--rounds", "1"])
+    assert row["same_keys"] and row["hashed_s"] > 0 and row["pairwise_s"] > 0 and row["keys"] == 1152
