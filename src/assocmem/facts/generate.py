@@ -112,11 +112,11 @@ def sample_keys(spec: FactsSpec) -> tuple[np.ndarray, int]:
     return keys, drawn
 
 
-def _near_check(length: int, d: int, max_masks: int | None = None) -> _SharedParts | _Pairwise:
+def _near_check(length: int, d: int) -> _SharedParts | _Pairwise:
     """The exact check of a candidate against the kept keys: through their shared parts where a key has at most
-    ``max_masks`` (default MAX_MASKS) of them, else pair by pair."""
+    MAX_MASKS sets of them, else pair by pair."""
     masks = math.comb(length, min(max(d - 1, 0), length))
-    return _SharedParts(length, d) if masks <= (MAX_MASKS if max_masks is None else max_masks) else _Pairwise(d)
+    return _SharedParts(length, d) if masks <= MAX_MASKS else _Pairwise(d)
 
 
 class _SharedParts:

@@ -225,8 +225,8 @@ def _design_power(decided: pd.DataFrame, numbers: dict[str, Any], seed: int) -> 
     sets = [np.array([numbers[f"{run}{tag}.{statistic}.level"] for run in group["run"]])
             for _, group in decided.groupby("model_id") for tag in ("", "[distinct]") for statistic in STATISTICS
             if all(f"{run}{tag}.{statistic}.level" in numbers for run in group["run"])]
-    return row_power(sorted(decided["n_dim"].unique().tolist()),
-                                  int(decided.groupby("model_id").size().min()), sets, seed)
+    return row_power(sorted(decided["n_dim"].unique().tolist()), int(decided.groupby("model_id").size().min()), sets,
+                     seed)
 
 
 def _describe(usable: pd.DataFrame, frames: dict[str, pd.DataFrame], tolerance: float, n_boot: int,
