@@ -8,6 +8,7 @@ the same keys; asserts nothing.
 
     python benchmarks/bench_facts.py
     python benchmarks/bench_facts.py --configs config/memorisation_decisive.yaml --rounds 5
+    python benchmarks/bench_facts.py --hashed-only 200000 8 16 3   # keys, length, vocabulary, d: time and peak memory
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+import tracemalloc
 from pathlib import Path
 
 import numpy as np
@@ -47,11 +49,30 @@ def timed(spec: FactsSpec, max_masks: int) -> tuple[float, np.ndarray]:
         generate.MAX_MASKS = before
 
 
+def hashed_only(count: int, length: int, vocab: int, d: int) -> dict:
+    """One draw of ``count`` keys with the hashed check: its time and its peak traced memory (the pairwise check
+    is not run: at large sizes it takes hours)."""
+    spec = FactsSpec(count=count, unseen=0, key_length=length, value_length=1, key_vocab=vocab, value_vocab=2,
+                     min_key_distance=d, seed=1)
+    tracemalloc.start()
+    start = time.perf_counter()
+    _, drawn = sample_keys(spec)
+    seconds, (_, peak) = time.perf_counter() - start, tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return {"keys": count, "key_length": length, "key_vocab": vocab, "min_key_distance": d, "drawn": drawn,
+            "hashed_s": seconds, "peak_traced_mb": peak / 1e6}
+
+
 def main(argv: list[str] | None = None) -> list[dict]:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--configs", nargs="+", default=list(CONFIGS))
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--hashed-only", nargs=4, type=int, metavar=("KEYS", "LENGTH", "VOCAB", "D"))
     args = p.parse_args(argv)
+    if args.hashed_only:
+        row = hashed_only(*args.hashed_only)
+        print(json.dumps({**row, "cpu": cpu_model_and_flags()[0]}))
+        return [row]
     rows = []
     for name in args.configs:
         spec = largest_spec(ROOT / name)

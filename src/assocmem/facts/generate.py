@@ -95,7 +95,7 @@ def sample_keys(spec: FactsSpec) -> tuple[np.ndarray, int]:
     candidates drawn."""
     rng = np.random.default_rng([spec.seed, KEY_STREAM])
     keys = np.empty((spec.total, spec.key_length), dtype=np.int64)
-    near = _near_check(spec.key_length, spec.min_key_distance)
+    near = _near_check(spec.key_length, spec.min_key_distance, spec.key_vocab)
     kept, drawn, idle = 0, 0, 0
     while kept < spec.total:
         batch = rng.integers(0, spec.key_vocab, size=(BATCH, spec.key_length), dtype=np.int64)
@@ -112,20 +112,23 @@ def sample_keys(spec: FactsSpec) -> tuple[np.ndarray, int]:
     return keys, drawn
 
 
-def _near_check(length: int, d: int) -> _SharedParts | _Pairwise:
+def _near_check(length: int, d: int, vocab: int) -> _SharedParts | _Pairwise:
     """The exact check of a candidate against the kept keys: through their shared parts where a key has at most
     MAX_MASKS sets of them, else pair by pair."""
     masks = math.comb(length, min(max(d - 1, 0), length))
-    return _SharedParts(length, d) if masks <= MAX_MASKS else _Pairwise(d)
+    return _SharedParts(length, d, vocab) if masks <= MAX_MASKS else _Pairwise(d)
 
 
 class _SharedParts:
     """Keys within distance d - 1 of each other differ on at most m = d - 1 positions, so they agree outside some m
     positions (any m that hold the differing ones), and conversely: a candidate is near a kept key iff it shares
     the key's symbols outside one of the C(length, m) sets of m positions. The kept keys' parts are held in one
-    hash set per set of positions, so a candidate costs C(length, m) lookups, not one comparison per kept key."""
+    hash set per set of positions, so a candidate costs C(length, m) lookups, not one comparison per kept key. A
+    part is held in the narrowest unsigned type of the vocabulary (the same for every batch: equal bytes iff equal
+    symbols)."""
 
-    def __init__(self, length: int, d: int) -> None:
+    def __init__(self, length: int, d: int, vocab: int) -> None:
+        self.symbols = np.min_scalar_type(max(vocab - 1, 0))
         masked = min(max(d - 1, 0), length)
         self.parts = [np.array([i for i in range(length) if i not in hidden], dtype=np.intp)
                       for hidden in itertools.combinations(range(length), masked)]
@@ -134,7 +137,8 @@ class _SharedParts:
     def kept_rows(self, batch: np.ndarray, kept_keys: np.ndarray) -> Iterator[int]:
         """Rows of ``batch`` kept in order, each far from the keys kept before it (``kept_keys``: the keys of
         earlier batches, already held in the sets)."""
-        codes = list(zip(*(_row_bytes(batch[:, part]) for part in self.parts), strict=True))
+        symbols = batch.astype(self.symbols)
+        codes = list(zip(*(_row_bytes(symbols[:, part]) for part in self.parts), strict=True))
         for row, row_codes in enumerate(codes):
             if not any(code in seen for code, seen in zip(row_codes, self.seen, strict=True)):
                 for code, seen in zip(row_codes, self.seen, strict=True):

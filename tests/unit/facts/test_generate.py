@@ -110,3 +110,5 @@ def test_the_benchmark_times_both_checks_and_finds_the_same_keys():
 
     (row,) = main(["--configs", "config/memorisation.yaml", "--rounds", "1"])
     assert row["same_keys"] and row["hashed_s"] > 0 and row["pairwise_s"] > 0 and row["keys"] == 1152
+    (alone,) = main(["--hashed-only", "500", "6", "8", "3"])
+    assert alone["keys"] == 500 and alone["drawn"] >= 500 and alone["peak_traced_mb"] > 0

@@ -80,13 +80,14 @@ def test_every_pair_of_keys_is_at_least_the_minimum_distance_apart(qn, d, seed, 
 
 
 @settings(max_examples=80, deadline=None)
-@given(st.integers(2, 16), st.integers(1, 7), st.integers(0, 8), st.integers(0, 2 ** 32 - 1), st.integers(1, 4),
-       st.integers(1, 64))
+@given(st.one_of(st.integers(2, 16), st.integers(200, 70_000)), st.integers(1, 7), st.integers(0, 8),
+       st.integers(0, 2 ** 32 - 1), st.integers(1, 4), st.integers(1, 64))
 def test_the_shared_parts_keep_exactly_the_rows_the_pairwise_distances_keep(q, length, d, seed, batches, rows):
     """The hashed check (a candidate is near a kept key iff they agree outside some d - 1 positions) keeps the same
-    rows, in the same order, as comparing every pair, batch after batch, with the same keys kept before each."""
+    rows, in the same order, as comparing every pair, batch after batch, with the same keys kept before each
+    (vocabularies whose symbols are held in 8, 16 and 32 bits)."""
     rng = np.random.default_rng(seed)
-    hashed, pairwise = generate._SharedParts(length, d), generate._Pairwise(d)
+    hashed, pairwise = generate._SharedParts(length, d, q), generate._Pairwise(d)
     kept = np.empty((0, length), dtype=np.int64)
     for _ in range(batches):
         batch = rng.integers(0, q, size=(rows, length), dtype=np.int64)
@@ -99,12 +100,12 @@ def test_the_shared_parts_keep_exactly_the_rows_the_pairwise_distances_keep(q, l
 
 def test_keys_with_too_many_sets_of_positions_are_compared_pair_by_pair(monkeypatch):
     """Where C(length, d - 1) passes MAX_MASKS the sampler compares pairs, and draws the same keys either way."""
-    assert isinstance(generate._near_check(32, 8), generate._Pairwise)
-    assert isinstance(generate._near_check(5, 2), generate._SharedParts)
+    assert isinstance(generate._near_check(32, 8, 16), generate._Pairwise)
+    assert isinstance(generate._near_check(5, 2, 16), generate._SharedParts)
     wanted = spec(count=200, unseen=10, key_length=6, key_vocab=5, min_key_distance=3, seed=4)
     hashed = sample_keys(wanted)
     monkeypatch.setattr(generate, "MAX_MASKS", 0)
-    assert isinstance(generate._near_check(6, 3), generate._Pairwise)
+    assert isinstance(generate._near_check(6, 3, 5), generate._Pairwise)
     pairwise = sample_keys(wanted)
     assert np.array_equal(hashed[0], pairwise[0]) and hashed[1] == pairwise[1]
 
