@@ -144,7 +144,7 @@ fi
 if ! want decisive; then
   echo "skip the stacked evaluation: not in PARTS"
 else
-  # the dry run's part takes 14 s on an idle 2-core host (AMD EPYC Zen 4, 2026-11-30; 26 s before the facts' keys
+  # the dry run's part takes 13 s on an idle 2-core host (AMD EPYC Zen 4, 2026-11-30; 26 s before the facts' keys
   # were hashed), several times that beside the test suite's other workers
   part $([ $DRY = 1 ] && echo 180 || echo 60) "stacked evaluation" \
     python3 benchmarks/bench_stacked_eval.py --out "$OUT/stacked_eval.json" \

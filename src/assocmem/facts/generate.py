@@ -115,8 +115,13 @@ def sample_keys(spec: FactsSpec) -> tuple[np.ndarray, int]:
 def _near_check(length: int, d: int, vocab: int) -> _SharedParts | _Pairwise:
     """The exact check of a candidate against the kept keys: through their shared parts where a key has at most
     MAX_MASKS sets of them, else pair by pair."""
-    masks = math.comb(length, min(max(d - 1, 0), length))
+    masks = math.comb(length, _hidden_count(length, d))
     return _SharedParts(length, d, vocab) if masks <= MAX_MASKS else _Pairwise(d)
+
+
+def _hidden_count(length: int, d: int) -> int:
+    """How many positions a near pair may differ on: d - 1, within the key."""
+    return min(max(d - 1, 0), length)
 
 
 class _SharedParts:
@@ -129,9 +134,8 @@ class _SharedParts:
 
     def __init__(self, length: int, d: int, vocab: int) -> None:
         self.symbols = np.min_scalar_type(max(vocab - 1, 0))
-        masked = min(max(d - 1, 0), length)
         self.parts = [np.array([i for i in range(length) if i not in hidden], dtype=np.intp)
-                      for hidden in itertools.combinations(range(length), masked)]
+                      for hidden in itertools.combinations(range(length), _hidden_count(length, d))]
         self.seen: list[set[bytes]] = [set() for _ in self.parts]
 
     def kept_rows(self, batch: np.ndarray, kept_keys: np.ndarray) -> Iterator[int]:
