@@ -52,9 +52,10 @@ def precision_of(arm: str, device: str) -> str:
     return "bf16" if device == "cuda" and arm.startswith("gpt2") else "fp32"
 
 
-def run_project(arm: str, cfg: dict, device: str, warm: int, timed: int) -> dict:
+def run_project(arm: str, cfg: dict, device: str, warm: int, timed: int, on_step=None) -> dict:
     """The project's TrainJob, evaluating every ``warm`` steps: the timing rows after the first hold the timed steps
-    alone (each row ends at the host sync of an evaluation and leaves the evaluation out)."""
+    alone (each row ends at the host sync of an evaluation and leaves the evaluation out). ``on_step``: called with
+    each step's number after it (from 1), as ``TrainJob.run`` calls it."""
     import pandas as pd
 
     from assocmem.model import ModelConfig
@@ -74,7 +75,7 @@ def run_project(arm: str, cfg: dict, device: str, warm: int, timed: int) -> dict
                        train_batches=WindowBatches(store, cfg["batch"], cfg["block"], seed=1),
                        eval_sets={"val": fixed_windows(store, 1, cfg["batch"], cfg["block"], seed=1)}, seed=0,
                        tokens_per_sequence=float(cfg["block"]), job="gpu-check")
-        summary = job.run()
+        summary = job.run(on_step=on_step)
         timing = pd.read_csv(Path(tmp) / "run" / "timing.csv")
         graphs = json.loads((Path(tmp) / "run" / "timing.json").read_text()).get("cuda_graphs")
     seconds = float(timing["seconds"].iloc[1:].sum())
@@ -83,8 +84,9 @@ def run_project(arm: str, cfg: dict, device: str, warm: int, timed: int) -> dict
             "n_params": summary["n_params"], "loss": summary["final"]["train_loss"], "cuda_graphs": graphs}
 
 
-def run_nanogpt(arm: str, cfg: dict, device: str, warm: int, timed: int, directory: str) -> dict:
-    """nanoGPT's model and optimizer, stepped as its train.py steps (one micro-batch per step)."""
+def run_nanogpt(arm: str, cfg: dict, device: str, warm: int, timed: int, directory: str, on_step=None) -> dict:
+    """nanoGPT's model and optimizer, stepped as its train.py steps (one micro-batch per step); ``on_step`` as for
+    :func:`run_project`."""
     import numpy as np
     import torch
     sys.path.insert(0, str(Path(__file__).parent))
@@ -129,6 +131,8 @@ def run_nanogpt(arm: str, cfg: dict, device: str, warm: int, timed: int, directo
         torch.nn.utils.clip_grad_norm_(model.parameters(), HYPER["grad_clip"])
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
+        if on_step is not None:
+            on_step(step + 1)
     sync()
     seconds = time.perf_counter() - start
     real = sum(p.numel() for p in model.parameters()) - (vocab - cfg["vocab"]) * cfg["d_model"]

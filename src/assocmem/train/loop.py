@@ -25,7 +25,7 @@ from assocmem.stopping import IGNORE, early_stop_reached, is_new_best, recall, r
 from assocmem.train.batches import RECALL_SET, Batch, BatchSource, DeviceBatches, static_width
 from assocmem.train.files import BEST_IN_PROGRESS, RunState, eval_rows, load_checkpoint, save_checkpoint, save_model
 from assocmem.train.graphed import GraphedStep
-from assocmem.train.loss import summed_nll
+from assocmem.train.loss import step_loss, summed_nll
 from assocmem.train.settings import TrainSettings, lr_at, make_optimizer
 
 log = logging.getLogger(__name__)
@@ -91,7 +91,8 @@ class TrainJob:
     _batches: DeviceBatches | None = field(default=None, init=False, repr=False)
     _graphed: GraphedStep | None = field(default=None, init=False, repr=False)  # set by run(): under CUDA graphs
     _eval_on: tuple[torch.device, dict[str, list[Batch]]] | None = field(default=None, init=False, repr=False)
-    _loss: Callable[..., torch.Tensor] = field(default_factory=lambda: summed_nll, init=False, repr=False)
+    _loss: Callable[..., tuple[torch.Tensor, torch.Tensor]] = field(default_factory=lambda: step_loss, init=False,
+                                                                   repr=False)
 
     def _autocast(self, device: torch.device, cache: bool = True) -> Callable[[], Any]:
         """bf16 autocast where ``precision`` says so (on a CPU too: choose_gemm warns where it is emulated);
@@ -134,13 +135,13 @@ class TrainJob:
             batches.prefetch(step + 1)
             return total, n_targets
         world = dist_rank_world()[1]
-        total = torch.zeros((), dtype=torch.float64, device=device)
+        total: torch.Tensor | None = None
         for inputs, targets in self._micro_batches(local):
             with autocast():
-                nll = self._loss(model, inputs, targets)
-            # DDP averages gradients over ranks; scaling by world makes the result the global token mean
-            (nll * world / n_targets).backward()
-            total += nll.detach()
+                scaled, nll = self._loss(model, inputs, targets, world, n_targets)
+            scaled.backward()
+            # summed in float64 as from a float64 zero (the same value), without a zero tensor and its kernel
+            total = nll if total is None else total.double() + nll
         if self.settings.grad_clip > 0:
             torch.nn.utils.clip_grad_norm_(model.parameters(), self.settings.grad_clip)
         for group in optimizer.param_groups:
@@ -193,7 +194,7 @@ class TrainJob:
         step_model = wrap_ddp(model, device)
         # compiled, the model and its loss are one graph: Inductor fuses the log-softmax and the loss over the
         # logits (a vocabulary-wide tensor per token) instead of writing them out in fp32 between kernels
-        self._loss = torch.compile(summed_nll) if s.compile and not graphs else summed_nll
+        self._loss = torch.compile(step_loss) if s.compile and not graphs else step_loss
         autocast = self._autocast(device)
         self._graphed = self._graphed_step(model, optimizer, device) if graphs else None
         n_params = model.num_parameters()

@@ -17,3 +17,12 @@ def summed_nll(model: torch.nn.Module, inputs: torch.Tensor, targets: torch.Tens
     logits = model(inputs, padded=True)
     log_probs = F.log_softmax(logits.reshape(-1, logits.shape[-1]), dim=-1, dtype=torch.float32)
     return F.nll_loss(log_probs, targets.reshape(-1), ignore_index=IGNORE, reduction="sum")
+
+
+def step_loss(model: torch.nn.Module, inputs: torch.Tensor, targets: torch.Tensor, world: int,
+              n_targets: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """A micro-batch's loss to backpropagate, its summed NLL times ``world / n_targets`` (the step's token mean once
+    DDP averages the ranks' gradients), and the summed NLL itself, detached. Compiled (``train.compile``), the
+    scaling is part of the graph and its backward: no separate kernels for it, forward or backward."""
+    nll = summed_nll(model, inputs, targets)
+    return nll * world / n_targets, nll.detach()

@@ -31,6 +31,10 @@ def test_the_gpu_check_passes_its_dry_run(tmp_path) -> None:
     assert [(t["mode"], t["copies"]) for t in wall["sharing"]["turns"]] == [
         ("processes", 1), ("processes", 2), ("streams", 1), ("streams", 2)]
     assert any(line.startswith(("skip stacked replicas", "== t=")) for line in lines)
+    (ops,) = json.loads((tmp_path / "step_ops.json").read_text())  # the project's loop alone: no nanoGPT here
+    assert ops["arm"] == "gpt2-project-compile" and ops["device_events_per_step"] is None
+    assert "aten::div" not in ops["eager_ops"] and ops["optimizer_ops"]["aten::_fused_adamw_"] == 2
+    assert "ops outside the compiled graph, per step | gpt2-project-compile" in result.stdout
 
 
 def test_the_gpu_check_lists_the_main_runs_jobs_longest_first(tmp_path) -> None:
