@@ -89,6 +89,23 @@ def test_the_zen4_record_has_the_records_verdicts_and_results_md_quotes_it() -> 
     assert zen4["commit"] in section and zen4["date"] in section and "family 25 model 17" in section
 
 
+def test_the_xeon167_record_has_the_records_numbers_and_results_md_quotes_it() -> None:
+    """Issue 40, item 5: the default run on a 2-core Intel Xeon with AMX (family 6 model 167), its wall time and
+    memory quoted; there every number and verdict is the main record's (another Intel host), as the page says."""
+    xeon, main_record = _load("default_xeon167.json"), _load("default.json")
+    assert xeon["verdicts"] == main_record["verdicts"] and xeon["numbers"] == main_record["numbers"]
+    assert xeon["command"] == main_record["command"] == "snakemake --cores all"
+    section = _section("The default run")
+    minutes, seconds = divmod(round(xeon["wall_s"]), 60)
+    assert f"{minutes} min {seconds:02d} s" in section and f"{xeon['max_rss_gb']:.2f} GB" in section
+    assert xeon["commit"] in section and xeon["date"] in section and "family 6 model 167" in section
+    assert f"Every one of the {_count_numbers(xeon['numbers'])}" in section
+
+
+def _count_numbers(numbers: dict) -> int:
+    return sum(_count_numbers(value) if isinstance(value, dict) else 1 for value in numbers.values())
+
+
 def test_readme_example_lines_are_recorded_stage_lines() -> None:
     rec = _load("default.json")
     readme = (ROOT / "README.md").read_text()
