@@ -45,7 +45,7 @@ def table(rows: list[dict]) -> str:
         lines.append(f"{title}:")
         for name in sorted({name for row in rows for name in row[key]}):
             lines.append(f"  {name:28s} " + " | ".join(f"{row[key].get(name, 0):g}" for row in rows))
-        lines.append(f"  {'total':28s} " + " | ".join(f"{sum(row[key].values()):g}" for row in rows))
+        lines.append(f"  {'total':28s} " + " | ".join(f"{row[key + '_per_step']:g}" for row in rows))
     if any(row["device_events_per_step"] is not None for row in rows):
         lines.append(f"{'device events a step (CUDA)':30s} " + " | ".join(f"{row['device_events_per_step']}"
                                                                            for row in rows))
