@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections import Counter
 from pathlib import Path
 
 import torch
@@ -27,16 +28,26 @@ WARM, PROFILED = 4, 3  # evaluations at steps 4 and 8; steps 5-7 are profiled
 
 
 def count(arm: str, device: str, nanogpt: str | None) -> dict:
+    import torch._inductor.config as inductor
+    from torch._inductor import metrics
+
     profiler = StepProfiler(first=WARM, steps=PROFILED)
     torch.backends.cuda.matmul.allow_tf32 = True  # as gpu_check.py's arms
+    graphs: list[Counter] = []  # each compiled graph's ops after Inductor's graph passes, before fusion
+    inductor.post_grad_custom_post_pass = lambda graph: graphs.append(
+        Counter(str(node.target) for node in graph.nodes if node.op == "call_function"))
+    inductor.force_disable_caches = True  # a cached graph generates no kernels, so none would be counted
+    metrics.reset()
     if "nanogpt" in arm:
         run_nanogpt(arm, TINY, device, WARM, WARM, nanogpt, on_step=profiler)
     else:
         run_project(arm, TINY, device, WARM, WARM, on_step=profiler)
+    inductor.post_grad_custom_post_pass = None
     ops, optimizer = profiler.eager_ops(), profiler.eager_ops(optimizer=True)
     return {"arm": arm, "device": device, "torch": torch.__version__, "eager_ops": ops, "optimizer_ops": optimizer,
             "eager_ops_per_step": sum(ops.values()), "optimizer_ops_per_step": sum(optimizer.values()),
-            "device_events_per_step": profiler.device_events()}
+            "device_events_per_step": profiler.device_events(), "kernels_generated": metrics.generated_kernel_count,
+            "graph_ops": [dict(graph) for graph in graphs]}
 
 
 def table(rows: list[dict]) -> str:
@@ -46,6 +57,9 @@ def table(rows: list[dict]) -> str:
         for name in sorted({name for row in rows for name in row[key]}):
             lines.append(f"  {name:28s} " + " | ".join(f"{row[key].get(name, 0):g}" for row in rows))
         lines.append(f"  {'total':28s} " + " | ".join(f"{row[key + '_per_step']:g}" for row in rows))
+    lines.append(f"{'kernels Inductor generated':30s} " + " | ".join(f"{row['kernels_generated']}" for row in rows))
+    lines.append(f"{'ops in the compiled graphs':30s} " + " | ".join(
+        " + ".join(str(sum(graph.values())) for graph in row["graph_ops"]) for row in rows))
     if any(row["device_events_per_step"] is not None for row in rows):
         lines.append(f"{'device events a step (CUDA)':30s} " + " | ".join(f"{row['device_events_per_step']}"
                                                                            for row in rows))
@@ -64,6 +78,10 @@ def main(argv: list[str] | None = None) -> None:
     if len(rows) == 2:
         extra = rows[0]["eager_ops_per_step"] - rows[1]["eager_ops_per_step"]
         print(f"outside the graph and the optimizer, the project's step calls {extra:+g} ops a step against nanoGPT's")
+        project, theirs = (sum((Counter(graph) for graph in row["graph_ops"]), Counter()) for row in rows)
+        differ = sorted(name for name in project | theirs if project[name] != theirs[name])
+        print("inside the compiled graphs, ops counted differently (project / nanoGPT): "
+              + (", ".join(f"{name} {project[name]} / {theirs[name]}" for name in differ) or "none"))
     if args.out:
         args.out.write_text(json.dumps(rows, indent=1) + "\n")
 

@@ -52,30 +52,34 @@ def precision_of(arm: str, device: str) -> str:
     return "bf16" if device == "cuda" and arm.startswith("gpt2") else "fp32"
 
 
+def project_job(arm: str, cfg: dict, device: str, max_steps: int, eval_interval: int, tmp: str):
+    """The project's ``TrainJob`` for ``arm`` at shape ``cfg``, its run directory under ``tmp``."""
+    from assocmem.model import ModelConfig
+    from assocmem.testing.reference_train import RandomTokens
+    from assocmem.train import TrainJob, TrainSettings, WindowBatches, fixed_windows
+
+    store = RandomTokens(cfg["vocab"], 2_000_000, seed=0)
+    settings = TrainSettings(batch_size=cfg["batch"], micro_batch_size=None, max_steps=max_steps,
+                             eval_interval=eval_interval, eval_batches=1,
+                             checkpoint_interval=10**9, device=device, precision=precision_of(arm, device),
+                             compile=arm.endswith("compile"), cuda_graphs=arm.endswith("graphs"), gemm="native",
+                             **HYPER)
+    model = ModelConfig(vocab_size=cfg["vocab"], n_layer=cfg["n_layer"], d_model=cfg["d_model"],
+                        n_head=cfg["n_head"], d_ff=4 * cfg["d_model"], max_len=cfg["block"], bias=cfg["bias"])
+    return TrainJob(run_dir=Path(tmp) / "run", model_config=model, settings=settings,
+                    train_batches=WindowBatches(store, cfg["batch"], cfg["block"], seed=1),
+                    eval_sets={"val": fixed_windows(store, 1, cfg["batch"], cfg["block"], seed=1)}, seed=0,
+                    tokens_per_sequence=float(cfg["block"]), job="gpu-check")
+
+
 def run_project(arm: str, cfg: dict, device: str, warm: int, timed: int, on_step=None) -> dict:
     """The project's TrainJob, evaluating every ``warm`` steps: the timing rows after the first hold the timed steps
     alone (each row ends at the host sync of an evaluation and leaves the evaluation out). ``on_step``: called with
     each step's number after it (from 1), as ``TrainJob.run`` calls it."""
     import pandas as pd
 
-    from assocmem.model import ModelConfig
-    from assocmem.testing.reference_train import RandomTokens
-    from assocmem.train import TrainJob, TrainSettings, WindowBatches, fixed_windows
-
-    store = RandomTokens(cfg["vocab"], 2_000_000, seed=0)
-    settings = TrainSettings(batch_size=cfg["batch"], micro_batch_size=None, max_steps=warm + timed,
-                             eval_interval=warm, eval_batches=1,
-                             checkpoint_interval=10**9, device=device, precision=precision_of(arm, device),
-                             compile=arm.endswith("compile"), cuda_graphs=arm.endswith("graphs"), gemm="native",
-                             **HYPER)
-    model = ModelConfig(vocab_size=cfg["vocab"], n_layer=cfg["n_layer"], d_model=cfg["d_model"],
-                        n_head=cfg["n_head"], d_ff=4 * cfg["d_model"], max_len=cfg["block"], bias=cfg["bias"])
     with tempfile.TemporaryDirectory() as tmp:
-        job = TrainJob(run_dir=Path(tmp) / "run", model_config=model, settings=settings,
-                       train_batches=WindowBatches(store, cfg["batch"], cfg["block"], seed=1),
-                       eval_sets={"val": fixed_windows(store, 1, cfg["batch"], cfg["block"], seed=1)}, seed=0,
-                       tokens_per_sequence=float(cfg["block"]), job="gpu-check")
-        summary = job.run(on_step=on_step)
+        summary = project_job(arm, cfg, device, warm + timed, warm, tmp).run(on_step=on_step)
         timing = pd.read_csv(Path(tmp) / "run" / "timing.csv")
         graphs = json.loads((Path(tmp) / "run" / "timing.json").read_text()).get("cuda_graphs")
     seconds = float(timing["seconds"].iloc[1:].sum())
@@ -84,60 +88,84 @@ def run_project(arm: str, cfg: dict, device: str, warm: int, timed: int, on_step
             "n_params": summary["n_params"], "loss": summary["final"]["train_loss"], "cuda_graphs": graphs}
 
 
+class NanoGPTLoop:
+    """nanoGPT's model and optimizer, stepped as its train.py steps (one micro-batch per step), ``run(n)`` steps at a
+    time over a schedule of ``total`` steps."""
+
+    def __init__(self, arm: str, cfg: dict, device: str, total: int, directory: str) -> None:
+        import numpy as np
+        import torch
+        sys.path.insert(0, str(Path(__file__).parent))
+        from bench_train import load_nanogpt
+
+        from assocmem.testing.reference_train import RandomTokens
+
+        nanogpt = load_nanogpt(directory)
+        torch.manual_seed(0)
+        self.cfg, self.device, self.total, self.step = cfg, device, total, 0
+        self.vocab = -(-cfg["vocab"] // 64) * 64  # nanoGPT's GPT-2 vocabulary: 50,304
+        self.model = nanogpt.GPT(nanogpt.GPTConfig(block_size=cfg["block"], vocab_size=self.vocab,
+                                                   n_layer=cfg["n_layer"], n_head=cfg["n_head"],
+                                                   n_embd=cfg["d_model"], dropout=0.0, bias=cfg["bias"])).to(device)
+        self.optimizer = self.model.configure_optimizers(HYPER["weight_decay"], HYPER["lr"],
+                                                         (HYPER["beta1"], HYPER["beta2"]), device)
+        self.step_model = torch.compile(self.model) if arm.endswith("compile") else self.model
+        self.store, self.rng = RandomTokens(cfg["vocab"], 2_000_000, seed=0), np.random.default_rng(1)
+        self.autocast = torch.autocast(device, dtype=torch.bfloat16, enabled=device == "cuda")
+        self.x, self.y = self._batch()
+        self.loss = None
+
+    def _batch(self) -> tuple:
+        import torch
+
+        x, y = (torch.from_numpy(a) for a in self.store.sample_windows(self.rng, self.cfg["batch"], self.cfg["block"]))
+        if self.device == "cuda":
+            return x.pin_memory().to(self.device, non_blocking=True), y.pin_memory().to(self.device, non_blocking=True)
+        return x, y
+
+    def sync(self) -> None:
+        import torch
+
+        if self.device == "cuda":
+            torch.cuda.synchronize()
+
+    def run(self, steps: int, on_step=None) -> None:
+        import torch
+
+        from assocmem.testing.reference_train import cosine_lr
+
+        for _ in range(steps):
+            for group in self.optimizer.param_groups:
+                group["lr"] = cosine_lr(self.step, self.total, HYPER)
+            with self.autocast:
+                _, self.loss = self.step_model(self.x, self.y)
+            self.x, self.y = self._batch()  # nanoGPT fetches the next batch while the GPU runs this one
+            self.loss.backward()
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), HYPER["grad_clip"])
+            self.optimizer.step()
+            self.optimizer.zero_grad(set_to_none=True)
+            self.step += 1
+            if on_step is not None:
+                on_step(self.step)
+
+    def n_params(self) -> int:
+        """The parameters of the real vocabulary (nanoGPT pads it)."""
+        return (sum(p.numel() for p in self.model.parameters())
+                - (self.vocab - self.cfg["vocab"]) * self.cfg["d_model"])
+
+
 def run_nanogpt(arm: str, cfg: dict, device: str, warm: int, timed: int, directory: str, on_step=None) -> dict:
     """nanoGPT's model and optimizer, stepped as its train.py steps (one micro-batch per step); ``on_step`` as for
     :func:`run_project`."""
-    import numpy as np
-    import torch
-    sys.path.insert(0, str(Path(__file__).parent))
-    from bench_train import load_nanogpt
-
-    from assocmem.testing.reference_train import RandomTokens, cosine_lr
-
-    nanogpt = load_nanogpt(directory)
-    torch.manual_seed(0)
-    vocab = -(-cfg["vocab"] // 64) * 64  # nanoGPT's GPT-2 vocabulary: 50,304
-    model = nanogpt.GPT(nanogpt.GPTConfig(block_size=cfg["block"], vocab_size=vocab, n_layer=cfg["n_layer"],
-                                          n_head=cfg["n_head"], n_embd=cfg["d_model"], dropout=0.0,
-                                          bias=cfg["bias"])).to(device)
-    optimizer = model.configure_optimizers(HYPER["weight_decay"], HYPER["lr"], (HYPER["beta1"], HYPER["beta2"]),
-                                           device)
-    step_model = torch.compile(model) if arm.endswith("compile") else model
-    store = RandomTokens(cfg["vocab"], 2_000_000, seed=0)
-    rng = np.random.default_rng(1)
-    autocast = torch.autocast(device, dtype=torch.bfloat16, enabled=device == "cuda")
-
-    def batch() -> tuple:
-        x, y = (torch.from_numpy(a) for a in store.sample_windows(rng, cfg["batch"], cfg["block"]))
-        if device == "cuda":
-            return x.pin_memory().to(device, non_blocking=True), y.pin_memory().to(device, non_blocking=True)
-        return x, y
-
-    def sync() -> None:
-        if device == "cuda":
-            torch.cuda.synchronize()
-
-    x, y = batch()
-    for step in range(warm + timed):
-        if step == warm:
-            sync()
-            start = time.perf_counter()
-        for group in optimizer.param_groups:
-            group["lr"] = cosine_lr(step, warm + timed, HYPER)
-        with autocast:
-            _, loss = step_model(x, y)
-        x, y = batch()  # nanoGPT fetches the next batch while the GPU runs this one
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), HYPER["grad_clip"])
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        if on_step is not None:
-            on_step(step + 1)
-    sync()
+    loop = NanoGPTLoop(arm, cfg, device, warm + timed, directory)
+    loop.run(warm, on_step)
+    loop.sync()
+    start = time.perf_counter()
+    loop.run(timed, on_step)
+    loop.sync()
     seconds = time.perf_counter() - start
-    real = sum(p.numel() for p in model.parameters()) - (vocab - cfg["vocab"]) * cfg["d_model"]
     return {"tokens_per_s": timed * cfg["batch"] * cfg["block"] / seconds, "ms_per_step": 1000 * seconds / timed,
-            "n_params": real, "loss": float(loss.detach())}
+            "n_params": loop.n_params(), "loss": float(loop.loss.detach())}
 
 
 def run_arm(arm: str, nanogpt: str | None, dry_run: bool) -> dict:

@@ -12,8 +12,10 @@
 #   times (Snakemake's benchmark files), start-up, CUDA start and CPU split (their logs), its timeline (Snakemake's log;
 #   records in $OUT/main_run_records.tgz), when the report's figures were written and its verdicts against
 #   docs/results/default.json's;
-#   GPT-2 small, the project's trainer against karpathy/nanoGPT (--nanogpt DIR), eager and compiled, and the ops
-#   each compiled step runs outside its graph, with the kernels they launch (benchmarks/bench_step_ops.py, tiny);
+#   GPT-2 small, the project's trainer against karpathy/nanoGPT (--nanogpt DIR), eager and compiled, one process
+#   per arm; compiled, both in one process taking turns in 20 ABBA pairs of 16-step blocks, their ratio with its 95%
+#   interval and verdict (benchmarks/gpt2_pair.py, record $OUT/gpt2_pair.json); and the ops each compiled step runs
+#   outside its graph, with the kernels they launch (benchmarks/bench_step_ops.py, tiny);
 #   the default's L4 step eager, compiled and in CUDA graphs (benchmarks/gpu_check.py);
 #   stacked replicas (K = 1, 4, 16) against K single runs, where the project has a stacked trainer;
 #   the decisive memorisation column's floor: its training FLOPs at the fp32, TF32 and bf16 product rates measured
@@ -26,7 +28,8 @@
 #   Before it, a group's evaluation round in one stacked pass against each replica alone, D0 and D14 in bf16
 #   (benchmarks/bench_stacked_eval.py; record $OUT/stacked_eval.json).
 # --dry-run: the same path on the CPU with tiny shapes and a few steps, no wheels, no main run (seconds).
-# PARTS="tests knn main l4 gpt2-eager gpt2-compile ops stacked decisive" (the default: all) runs only the parts it names.
+# PARTS="tests knn main l4 gpt2-eager gpt2-compile gpt2-pair ops stacked decisive" (the default: all) runs only the
+# parts it names.
 set -u
 NANOGPT="" WHEELS=.whl OUT=${OUT:-/tmp/gpu-check} DRY=0 BUDGET=${BUDGET:-530}
 while [ $# -gt 0 ]; do
@@ -126,6 +129,14 @@ else
   if want l4; then for arm in l4-eager l4-graphs l4-compile; do part 60 "$arm" $CHECK $arm; done; fi
   if want gpt2-compile; then for arm in gpt2-nanogpt-compile gpt2-project-compile; do part 100 "$arm" $CHECK $arm; done; fi
   if want gpt2-eager; then for arm in gpt2-nanogpt-eager gpt2-project-eager; do part 60 "$arm" $CHECK $arm; done; fi
+fi
+if ! want gpt2-pair; then
+  echo "skip GPT-2 pair: not in PARTS"
+elif [ -z "$NANOGPT" ]; then
+  echo "skip GPT-2 pair: no --nanogpt DIR given"
+else  # both compiled arms in one process, blocks interleaved: the ratio with its interval (issue 41's >= 1.0x)
+  part $([ $DRY = 1 ] && echo 120 || echo 180) "GPT-2 pair" python3 benchmarks/gpt2_pair.py --nanogpt "$NANOGPT" \
+    --out "$OUT/gpt2_pair.json" $([ $DRY = 1 ] && echo --dry-run)
 fi
 if want ops; then  # what each loop's compiled step runs outside its graph (kernels on CUDA), tiny shapes
   part 120 "ops outside the compiled step" python3 benchmarks/bench_step_ops.py ${NANOGPT:+--nanogpt $NANOGPT} \

@@ -20,6 +20,7 @@ def test_the_gpu_check_passes_its_dry_run(tmp_path) -> None:
     assert "skipped: no --nanogpt DIR given" in arms["gpt2-nanogpt-eager"]
     assert "cpu (dry run)" in arms["l4-graphs"] and "rc=" not in result.stdout
     assert "skip main run: dry run" in result.stdout
+    assert "skip GPT-2 pair: no --nanogpt DIR given" in result.stdout  # tests/unit/train/test_paired_ratio.py runs it
     assert "skip the decisive column's floor: dry run" in result.stdout
     assert "decisive column on cpu" in result.stdout and "check D0/8192 bf16, 2 steps for real" in result.stdout
     wall = json.loads((tmp_path / "decisive_wall.json").read_text())
@@ -34,6 +35,7 @@ def test_the_gpu_check_passes_its_dry_run(tmp_path) -> None:
     (ops,) = json.loads((tmp_path / "step_ops.json").read_text())  # the project's loop alone: no nanoGPT here
     assert ops["arm"] == "gpt2-project-compile" and ops["device_events_per_step"] is None
     assert "aten::div" not in ops["eager_ops"] and ops["optimizer_ops"]["aten::_fused_adamw_"] == 2
+    assert ops["kernels_generated"] > 0 and len(ops["graph_ops"]) == 2  # forward and backward, caches off
     assert "ops outside the compiled graph, per step | gpt2-project-compile" in result.stdout
 
 
