@@ -239,17 +239,22 @@ def job_cpu(results: Path) -> str:
     """The main run's jobs, longest first, from the line each job's log ends with
     (:func:`assocmem.runtime.cpu_time.cpu_split`): when the stage began after its process started (Python, imports),
     how long its CUDA context took to create (:func:`assocmem.runtime.cuda_start.cuda_ready`; none on the CPU), its
-    wall, and its CPU seconds in its main thread, its other threads and the child processes it waited for."""
-    from assocmem.runtime.cpu_time import parse_cpu_line
+    wall, and its CPU seconds in its main thread, its other threads and the child processes it waited for; then
+    each job's set-up before its work (a training's: before its first step), phase by phase
+    (:class:`assocmem.runtime.cpu_time.SetupClock`)."""
+    from assocmem.runtime.cpu_time import parse_cpu_line, parse_setup_line
     from assocmem.runtime.cuda_start import parse_cuda_start
 
-    rows = []
+    rows, setups = [], []
     for log in sorted((results / "logs").rglob("*.log")):
         text = log.read_text(errors="replace")
-        found = parse_cpu_line(text)
+        found, job = parse_cpu_line(text), log.relative_to(results / "logs").with_suffix("").as_posix()
         if found is not None:
             found["cuda"] = parse_cuda_start(text)
-            rows.append((found, log.relative_to(results / "logs").with_suffix("").as_posix()))
+            rows.append((found, job))
+        if (setup := parse_setup_line(text)) is not None:
+            phases = ", ".join(f"{name} {seconds:.2f}" for name, seconds in setup.items() if name != "total")
+            setups.append(f"set-up {setup['total']:.1f} s before the work of {job}: {phases}")
     if not rows:
         return f"no job logs with a CPU line under {results / 'logs'}"
 
@@ -262,7 +267,7 @@ def job_cpu(results: Path) -> str:
     for found, job in sorted(rows, key=lambda row: -row[0]["wall"]):
         lines.append(" ".join(cell(found[key]) for key in ("began", "cuda", "wall", "cpu", "load", "main_thread",
                                                             "other_threads", "children")) + f"  {job}")
-    return "\n".join(lines)
+    return "\n".join(lines + setups)
 
 
 def job_timeline(log: Path) -> str:

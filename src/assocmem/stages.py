@@ -14,8 +14,14 @@ from typing import Any
 from assocmem import layout
 from assocmem.io import load_npy, read_json, write_csv, write_json, write_parquet
 from assocmem.runtime import set_threads
+from assocmem.runtime.cpu_time import SetupClock
 
 log = logging.getLogger("assocmem")
+
+
+def _log_setup(stage: str, setup: SetupClock) -> None:
+    """Where the stage's set-up went before its work (gpu_check.py's ``cpu`` table reads the line back)."""
+    log.info("%s set-up: %s before its work", stage, setup.line())
 
 
 def generate_data(params: dict[str, Any], out_dir: Path) -> str:
@@ -59,16 +65,22 @@ def generate_facts(params: dict[str, Any], out_dir: Path) -> str:
 def evaluate(params: dict[str, Any], model: Path, store_dir: Path, out_dir: Path) -> str:
     """The model's CE, with and without <eos>, on each evaluation set (params: files, name -> path; device, the
     experiment's ``activations.device``: where trained models run)."""
+    setup = SetupClock()
     from assocmem.evaluation import evaluate_files
     from assocmem.runtime import resolve_device
     from assocmem.runtime.cuda_start import cuda_ready
     from assocmem.train import load_model
 
+    setup.mark("imports")
     set_threads(params["threads"])
     files = {name: Path(path) for name, path in params["files"].items()}
     device = resolve_device(params.get("device", "cpu"), key="activations.device")
     cuda_ready(device)
-    sets = evaluate_files(load_model(model, device, expect=params["expect"]), store_dir, files)
+    setup.mark("device")
+    trained = load_model(model, device, expect=params["expect"])
+    setup.mark("model")
+    _log_setup("evaluate", setup)
+    sets = evaluate_files(trained, store_dir, files)
     write_json(out_dir / "eval.json", {"checkpoint": model.name, "sets": sets})
     return "; ".join(f"{name}: CE {result['ce']:.4f} +- {result['se']:.4f} over {result['rows']} sequences"
                      for name, result in sets.items())
@@ -103,16 +115,20 @@ def subsets(params: dict[str, Any], store_dir: Path, out_dir: Path) -> str:
 
 
 def train(params: dict[str, Any], store_dir: Path, run_dir: Path) -> str:
+    setup = SetupClock()
     # stacked_cli: the train_stacked_<exp> rules' entry point writes this stage's files, so its code is this stage's
     from assocmem.footprint import check_training_memory
     from assocmem.tokenstore import read_store_meta
     from assocmem.train import build_job, stacked_cli  # noqa: F401
 
+    setup.mark("imports")
     set_threads(params["threads"])
     check_training_memory(params["train"], params["model"], read_store_meta(store_dir), params["job"])
     # the digest of the code running (cli.run_stage): a checkpoint written by other code never resumes (issue 28)
-    summary = build_job(params["train"], params["model"], params["seed"], store_dir, run_dir, code=params["code"],
-                        job=params["job"]).run()
+    job = build_job(params["train"], params["model"], params["seed"], store_dir, run_dir, code=params["code"],
+                    job=params["job"])
+    setup.mark("data")
+    summary = job.run(setup=setup)
     if not summary:  # a DDP rank other than 0
         return ""
     return (f"val CE {summary['final']['val_ce']:.3f} (best {summary['best_val_ce']:.3f} at step "
@@ -120,16 +136,21 @@ def train(params: dict[str, Any], store_dir: Path, run_dir: Path) -> str:
 
 
 def activations(params: dict[str, Any], model_path: Path, store_dir: Path, out_dir: Path) -> str:
+    setup = SetupClock()
     from assocmem.activations.decoder import check_decoder_activations_memory, dump_decoder_activations
     from assocmem.runtime import resolve_device
     from assocmem.runtime.cuda_start import cuda_ready
     from assocmem.train import load_model
 
+    setup.mark("imports")
     set_threads(params["threads"])
     acts = params["activations"]
     device = resolve_device(acts["device"], key="activations.device")
     cuda_ready(device)
+    setup.mark("device")
     model = load_model(model_path, device, expect=params["expect"])
+    setup.mark("model")
+    _log_setup("activations", setup)
     check_decoder_activations_memory(model.cfg, acts, store_dir, device, params.get("label") or str(model_path))
     dump_decoder_activations(model, store_dir, out_dir,
                              heldout_split=acts["heldout_split"], n_chunks=acts["n_chunks"],
@@ -157,22 +178,28 @@ def pretrained_activations(params: dict[str, Any], store_dir: Path, out_dir: Pat
 def neighbours(params: dict[str, Any], act_dir: Path, out_dir: Path) -> str:
     """Self and held-out k-NN of every layer, and the radius test's searches on the last layer (distinct prefixes,
     and the final LayerNorm's gain divided out where the last layer is its output)."""
+    setup = SetupClock()
     from assocmem.activations import FINAL_NORM_LAYER, final_norm_affine
     from assocmem.footprint import check_neighbours_memory
     from assocmem.knn import job_engine, search_activations, search_radius
     from assocmem.runtime.cuda_start import cuda_ready
 
+    setup.mark("imports")
     threads = set_threads(params["threads"])
     meta = read_json(act_dir / "meta.json")
     cfg, seed = params["neighbours"], params["seed"]
     engine = job_engine(cfg, meta["splits"]["train"]["n_chunks"], meta["splits"]["heldout"]["n_chunks"],
                         meta["radius"]["n_chunks"], meta["d_model"])
+    setup.mark("engine")
     cuda_ready(engine.device)
+    setup.mark("device")
     check_neighbours_memory(meta, cfg, engine.device, str(act_dir))
     train, heldout = (load_npy(act_dir / f"{split}.npy", dtype="float32",
                                shape=(len(meta["layers"]), meta["splits"][split]["n_chunks"], meta["d_model"]))
                       for split in ("train", "heldout"))
     sample = load_npy(act_dir / "radius.npy", dtype="float32", shape=(1, meta["radius"]["n_chunks"], meta["d_model"]))
+    setup.mark("data")
+    _log_setup("neighbours", setup)
     self_df, held_df, summary = search_activations(train, heldout, meta["layers"], cfg, seed, engine)
     affine = final_norm_affine(meta) if meta["layers"][-1] == FINAL_NORM_LAYER else None
     radius, radius_numbers = search_radius(sample[0], train, meta["layers"], cfg, seed, affine, engine)

@@ -19,6 +19,7 @@ from assocmem.io import write_bytes, write_csv, write_json, write_parquet
 from assocmem.model import DecoderLM, ModelConfig, flops_per_token
 from assocmem.progress import bar
 from assocmem.runtime import resolve_device, seed_device
+from assocmem.runtime.cpu_time import SetupClock
 from assocmem.runtime.cuda_start import cuda_ready
 from assocmem.runtime.distributed import all_reduce_sum, dist_rank_world, finish_distributed, init_distributed, wrap_ddp
 from assocmem.stopping import IGNORE, early_stop_reached, is_new_best, recall, recall_reached
@@ -171,21 +172,28 @@ class TrainJob:
             return "early_stopping"
         return "budget"
 
-    def run(self, on_step: Callable[[int], None] | None = None) -> dict[str, Any]:
-        s = self.settings
+    def run(self, on_step: Callable[[int], None] | None = None, setup: SetupClock | None = None) -> dict[str, Any]:
+        """Train; ``on_step`` is called with each step's number after it. ``setup``: the job's set-up clock, marked
+        here phase by phase and logged before the first step (the stage starts it before its imports)."""
+        s, clock = self.settings, setup or SetupClock()
         device = init_distributed(torch.device(resolve_device(s.device, key="train.device")))
         cuda_ready(device)
+        clock.mark("device")
         is_main = dist_rank_world()[0] == 0
         torch.manual_seed(self.seed)
         model = DecoderLM(self.model_config).to(device)
-        optimizer = make_optimizer(model, s, device)
+        clock.mark("model")
+        optimizer = make_optimizer(model, s, device)  # torch.optim's first call imports torch._dynamo
+        clock.mark("optimizer")
         ckpt_path = self.run_dir / "checkpoint.pt"
         state = RunState(0, [], 0.0, 0)
         if ckpt_path.exists():
             state = load_checkpoint(ckpt_path, model, optimizer, self.fingerprint) or state
+            clock.mark("checkpoint")
         graphs = cuda_graphs_on(s, device, dist_rank_world()[1])
         gemm = choose_gemm(s.gemm, device, model, self._gemm_rows(), resumed=state.gemm if state.step else None,
                            precision=s.precision, compiled=s.compile or graphs)
+        clock.mark("GEMM choice")
         model.set_gemm(gemm.value)
         state.gemm = gemm.value
         log.info("train.gemm %s: %s (%s)", s.gemm, gemm.value, gemm.how)
@@ -200,6 +208,9 @@ class TrainJob:
         n_params = model.num_parameters()
         flops_token = flops_per_token(self.model_config, int(self.tokens_per_sequence), n_params)
         peak = measure_peak_flops(device)
+        clock.mark("peak FLOP/s")
+        if is_main:
+            log.info("%s set-up: %s before the first step", self.job or "train", clock.line())
         model.train()
         clock = time.perf_counter()
         label = f"train {self.run_dir.parent.name}/{self.run_dir.name}"  # model/subset

@@ -144,3 +144,20 @@ def test_every_stage_logs_its_cpu_split(monkeypatch, tmp_path, caplog):
     lines = [r.getMessage() for r in caplog.records if parse_cpu_line(r.getMessage())]
     assert len(lines) == 1 and lines[0].startswith("report: began ")
     assert parse_cpu_line(lines[0])["cpu"] >= 0.05
+
+
+def test_the_set_up_clock_names_each_phase_and_its_line_reads_back(monkeypatch) -> None:
+    from assocmem.runtime import cpu_time
+    from assocmem.runtime.cpu_time import SetupClock, parse_setup_line
+
+    ticks = iter([10.0, 11.25, 11.5, 13.0])
+    monkeypatch.setattr(cpu_time.time, "perf_counter", lambda: next(ticks))
+    clock = SetupClock()
+    for name in ("imports", "data", "peak FLOP/s"):
+        clock.mark(name)
+    assert clock.phases == [("imports", 1.25), ("data", 0.25), ("peak FLOP/s", 1.5)]
+    assert clock.line() == "3.0 s: imports 1.25 s, data 0.25 s, peak FLOP/s 1.50 s"
+    logged = f"x INFO assocmem.train.loop: qf/L4/pct1 set-up: {clock.line()} before the first step\n"
+    assert parse_setup_line(logged) == {"total": 3.0, "imports": 1.25, "data": 0.25, "peak FLOP/s": 1.5}
+    assert parse_setup_line("a log without the line") is None
+

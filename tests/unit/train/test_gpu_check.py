@@ -68,10 +68,15 @@ def test_the_gpu_check_lists_the_jobs_start_up_and_cpu_split_from_their_logs(tmp
         "main thread 8.0 s, the process's other threads 2.0 s, child processes waited for 10.0 s\n")
     (logs / "qf" / "train_L4.log").write_text(
         "x INFO assocmem: CUDA: context on cuda (NVIDIA H200) created in 1.27 s\n"
+        "x INFO assocmem.train.loop: qf/L4/pct100 set-up: 7.6 s: imports 3.10 s, data 0.20 s, device 1.30 s, "
+        "model 0.10 s, optimizer 1.00 s, GEMM choice 0.00 s, peak FLOP/s 1.90 s before the first step\n"
         "progress\nx INFO assocmem: train L4/pct100: CPU 30.0 s in 28.8 s of wall (1.04 cores): this process 30.0 s, "
         "child processes waited for 0.0 s\n")
     (logs / "qf" / "tokenize.log").write_text("an older job's log without the line\n")
     lines = job_cpu(tmp_path).splitlines()
+    assert lines[3] == ("set-up 7.6 s before the work of qf/train_L4: imports 3.10, data 0.20, device 1.30, "
+                        "model 0.10, optimizer 1.00, GEMM choice 0.00, peak FLOP/s 1.90")
+    lines = lines[:3]
     assert len(lines) == 3
     assert lines[1].split() == ["-", "1.3", "28.8", "30.0", "1.0", "-", "-", "0.0", "qf/train_L4"]
     assert lines[2].split() == ["1.4", "-", "10.0", "20.0", "2.0", "8.0", "2.0", "10.0", "report"]
