@@ -3,9 +3,9 @@
 One process per arm and one window each gave the project's compiled GPT-2 step 0.998-0.999x nanoGPT's on an H200,
 while the same arm moved by up to 2% from machine to machine: a single ratio cannot tell 0.998 from 1.0. Here both
 loops run in one process on one device and take turns in blocks of equal work, in pairs whose order alternates
-(a b, b a, a b, ...: ABBA), so a drift of the device's speed over the run (clocks, heat) cancels pair against pair
-and a block's noise is the only error left. Each pair gives the speed ratio a / b = seconds_b / seconds_a; pairs
-share no block, so they are independent draws.
+(a b, b a, a b, ...: ABBA), so a linear drift of the device's speed over the run (clocks, heat) cancels pair
+against pair (it widens the interval, it does not bias it). Each pair gives the speed ratio a / b = seconds_b /
+seconds_a; pairs share no block, so with independent block noise they are independent draws.
 
 The rule, fixed before any GPU run: the estimate is the geometric mean of the pairs' ratios with a Student-t 95%
 interval on their logarithms. Verdict: ``faster`` if the interval lies above 1, ``slower`` if below, ``tied``
