@@ -97,12 +97,14 @@ def _order(pairs: int) -> list[tuple[str, str]]:
 
 
 def summary_line(row: dict) -> str:
+    below = row["median_level"] < 0.95  # under 6 pairs no sign-test interval reaches 95%
+    median_level = f"; a {row['median_level']:.0%} interval: too few pairs for 95%" if below else ""
     return (f"GPT-2 compiled, project / nanoGPT in one process, {row['pairs']} ABBA pairs of {row['block_steps']} "
             f"steps on {row['device']}: {row['ratio']:.4f} [{row['low']:.4f}, {row['high']:.4f}] ({row['verdict']}; "
             f"resolution ±{row['resolution']:.2%}); median {row['median']:.4f} [{row['median_low']:.4f}, "
-            f"{row['median_high']:.4f}] ({row['median_verdict']}); tokens/s {row['tokens_per_s']['project']:,.0f} "
-            f"against {row['tokens_per_s']['nanogpt']:,.0f}, MFU {row['mfu']['project']:.1%} against "
-            f"{row['mfu']['nanogpt']:.1%}")
+            f"{row['median_high']:.4f}] ({row['median_verdict']}{median_level}); "
+            f"tokens/s {row['tokens_per_s']['project']:,.0f} against {row['tokens_per_s']['nanogpt']:,.0f}, "
+            f"MFU {row['mfu']['project']:.1%} against {row['mfu']['nanogpt']:.1%}")
 
 
 def main(argv: list[str] | None = None) -> None:
