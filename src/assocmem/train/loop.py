@@ -207,6 +207,7 @@ class TrainJob:
         self._graphed = self._graphed_step(model, optimizer, device) if graphs else None
         n_params = model.num_parameters()
         flops_token = flops_per_token(self.model_config, int(self.tokens_per_sequence), n_params)
+        clock.mark("step set-up")  # DDP, the compiled loss's wrapper, the graphed step's buffers
         peak = measure_peak_flops(device)
         clock.mark("peak FLOP/s")
         if is_main:

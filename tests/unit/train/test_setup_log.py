@@ -31,7 +31,8 @@ def test_a_training_job_logs_its_set_up_phase_by_phase_before_the_first_step(tmp
         tiny_job(tmp_path / "run").run()
     phases = parse_setup_line(caplog.text)
     assert phases is not None
-    assert list(phases) == ["total", "device", "model", "optimizer", "GEMM choice", "peak FLOP/s"]
+    assert list(phases) == ["total", "device", "model", "optimizer", "GEMM choice", "step set-up",
+                            "peak FLOP/s"]
     assert phases["total"] == pytest.approx(sum(v for k, v in phases.items() if k != "total"), abs=0.06)
     assert "tiny set-up: " in caplog.text
 
