@@ -43,7 +43,7 @@ def test_the_gpu_check_lists_the_main_runs_jobs_longest_first(tmp_path) -> None:
     import sys
 
     sys.path.insert(0, str(ROOT / "benchmarks"))
-    from gpu_check import job_times
+    from main_run_logs import job_times
 
     header = "s\th:m:s\tmax_rss\tcpu_time\n"
     for name, wall, rss in (("qf/train_L4.tsv", "61.5", "812.4"), ("report.tsv", "30.2", "120.0")):
@@ -59,7 +59,7 @@ def test_the_gpu_check_lists_the_jobs_start_up_and_cpu_split_from_their_logs(tmp
     import sys
 
     sys.path.insert(0, str(ROOT / "benchmarks"))
-    from gpu_check import job_cpu
+    from main_run_logs import job_cpu
 
     logs = tmp_path / "logs"
     (logs / "qf").mkdir(parents=True)
@@ -102,7 +102,7 @@ def test_the_gpu_check_prints_the_main_runs_jobs_by_start(tmp_path) -> None:
     import sys
 
     sys.path.insert(0, str(ROOT / "benchmarks"))
-    from gpu_check import job_timeline
+    from main_run_logs import job_timeline
 
     (tmp_path / "run.log").write_text(SNAKEMAKE_LOG)
     lines = job_timeline(tmp_path / "run.log").splitlines()
