@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from gpu_check import GPT2, TINY, NanoGPTLoop, project_job  # noqa: E402
+from gpu_check import GPT2, TINY, NanoGPTLoop, mfu_of, project_job  # noqa: E402
 
 # 20 pairs of 16 steps: at a block's noise of 0.2% (CV) the design shows a 0.2% gap "slower" in 86% of simulated
 # runs, and its 95% interval holds the truth in 95% (benchmarks/README.md); at GPT-2 small's ~26 ms a step on an
@@ -37,7 +37,6 @@ def run_pair(nanogpt: str, device: str, cfg: dict, pairs: int, block_steps: int,
     import torch
 
     from assocmem.gemm import measure_peak_flops
-    from assocmem.model import ModelConfig, flops_per_token
     from assocmem.testing.paired_ratio import Interleaver
 
     torch.backends.cuda.matmul.allow_tf32 = True  # as gpu_check.py's arms
@@ -48,16 +47,14 @@ def run_pair(nanogpt: str, device: str, cfg: dict, pairs: int, block_steps: int,
         summary = project_job(ARM, cfg, device, design.steps_of_a, design.steps_of_a, tmp).run(on_step=design)
     result = design.result()
     tokens = block_steps * cfg["batch"] * cfg["block"]
-    model = ModelConfig(vocab_size=cfg["vocab"], n_layer=cfg["n_layer"], d_model=cfg["d_model"],
-                        n_head=cfg["n_head"], d_ff=4 * cfg["d_model"], max_len=cfg["block"])
     peak = measure_peak_flops(torch.device(device))
     rates = {arm: tokens * pairs / sum(design.seconds[key]) for arm, key in (("project", "a"), ("nanogpt", "b"))}
-    per_token = flops_per_token(model, cfg["block"], summary["n_params"])
     return {"arm": "gpt2-pair-compile", "device": torch.cuda.get_device_name(0) if device == "cuda" else "cpu",
             "torch": torch.__version__, "pairs": pairs, "block_steps": block_steps, "warm": warm,
             "tokens_per_block": tokens, "order": [list(pair) for pair in _order(pairs)],
             "project_block_s": design.seconds["a"], "nanogpt_block_s": design.seconds["b"],
-            "tokens_per_s": rates, "mfu": {arm: rate * per_token / peak for arm, rate in rates.items()},
+            "tokens_per_s": rates,
+            "mfu": {arm: mfu_of(rate, cfg, summary["n_params"], peak) for arm, rate in rates.items()},
             "peak_flops": peak, "loss": {"project": summary["final"]["train_loss"],
                                          "nanogpt": float(other.loss.detach())},
             **result.as_dict(), "resolution": result.resolution, "wall_s": time.perf_counter() - start}
@@ -97,7 +94,9 @@ def _order(pairs: int) -> list[tuple[str, str]]:
 
 
 def summary_line(row: dict) -> str:
-    below = row["median_level"] < 0.95  # under 6 pairs no sign-test interval reaches 95%
+    from assocmem.testing.paired_ratio import LEVEL
+
+    below = row["median_level"] < LEVEL  # under 6 pairs no sign-test interval reaches 95%
     median_level = f"; a {row['median_level']:.0%} interval: too few pairs for 95%" if below else ""
     return (f"GPT-2 compiled, project / nanoGPT in one process, {row['pairs']} ABBA pairs of {row['block_steps']} "
             f"steps on {row['device']}: {row['ratio']:.4f} [{row['low']:.4f}, {row['high']:.4f}] ({row['verdict']}; "

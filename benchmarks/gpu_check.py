@@ -52,9 +52,23 @@ def precision_of(arm: str, device: str) -> str:
     return "bf16" if device == "cuda" and arm.startswith("gpt2") else "fp32"
 
 
+def model_config(cfg: dict):
+    """The project's ``ModelConfig`` at shape ``cfg`` (a feed-forward 4 d wide, as GPT-2's)."""
+    from assocmem.model import ModelConfig
+
+    return ModelConfig(vocab_size=cfg["vocab"], n_layer=cfg["n_layer"], d_model=cfg["d_model"],
+                       n_head=cfg["n_head"], d_ff=4 * cfg["d_model"], max_len=cfg["block"], bias=cfg["bias"])
+
+
+def mfu_of(tokens_per_s: float, cfg: dict, n_params: int, peak: float) -> float:
+    """Model FLOPs utilisation: tokens/s x (6N + 12 L d T) over the measured peak."""
+    from assocmem.model import flops_per_token
+
+    return tokens_per_s * flops_per_token(model_config(cfg), cfg["block"], n_params) / peak
+
+
 def project_job(arm: str, cfg: dict, device: str, max_steps: int, eval_interval: int, tmp: str):
     """The project's ``TrainJob`` for ``arm`` at shape ``cfg``, its run directory under ``tmp``."""
-    from assocmem.model import ModelConfig
     from assocmem.testing.reference_train import RandomTokens
     from assocmem.train import TrainJob, TrainSettings, WindowBatches, fixed_windows
 
@@ -64,9 +78,7 @@ def project_job(arm: str, cfg: dict, device: str, max_steps: int, eval_interval:
                              checkpoint_interval=10**9, device=device, precision=precision_of(arm, device),
                              compile=arm.endswith("compile"), cuda_graphs=arm.endswith("graphs"), gemm="native",
                              **HYPER)
-    model = ModelConfig(vocab_size=cfg["vocab"], n_layer=cfg["n_layer"], d_model=cfg["d_model"],
-                        n_head=cfg["n_head"], d_ff=4 * cfg["d_model"], max_len=cfg["block"], bias=cfg["bias"])
-    return TrainJob(run_dir=Path(tmp) / "run", model_config=model, settings=settings,
+    return TrainJob(run_dir=Path(tmp) / "run", model_config=model_config(cfg), settings=settings,
                     train_batches=WindowBatches(store, cfg["batch"], cfg["block"], seed=1),
                     eval_sets={"val": fixed_windows(store, 1, cfg["batch"], cfg["block"], seed=1)}, seed=0,
                     tokens_per_sequence=float(cfg["block"]), job="gpu-check")
@@ -172,7 +184,6 @@ def run_arm(arm: str, nanogpt: str | None, dry_run: bool) -> dict:
     import torch  # here: the table needs no torch
 
     from assocmem.gemm import measure_peak_flops
-    from assocmem.model import ModelConfig, flops_per_token
 
     device = "cpu" if dry_run else "cuda"
     if device == "cuda" and not torch.cuda.is_available():
@@ -185,10 +196,8 @@ def run_arm(arm: str, nanogpt: str | None, dry_run: bool) -> dict:
         result = run_nanogpt(arm, cfg, device, warm, timed, nanogpt)
     else:
         result = run_project(arm, cfg, device, warm, timed)
-    model = ModelConfig(vocab_size=cfg["vocab"], n_layer=cfg["n_layer"], d_model=cfg["d_model"],
-                        n_head=cfg["n_head"], d_ff=4 * cfg["d_model"], max_len=cfg["block"])
     peak = measure_peak_flops(torch.device(device))
-    result["mfu"] = result["tokens_per_s"] * flops_per_token(model, cfg["block"], result["n_params"]) / peak
+    result["mfu"] = mfu_of(result["tokens_per_s"], cfg, result["n_params"], peak)
     device_name = torch.cuda.get_device_name(0) if device == "cuda" else "cpu (dry run)"
     return {"arm": arm, **result, "peak_flops": peak, "device": device_name, "torch": torch.__version__,
             "wall_s": time.perf_counter() - start}

@@ -21,7 +21,7 @@ log = logging.getLogger("assocmem")
 
 def _log_setup(stage: str, setup: SetupClock) -> None:
     """Where the stage's set-up went before its work (gpu_check.py's ``cpu`` table reads the line back)."""
-    log.info("%s set-up: %s before its work", stage, setup.line())
+    log.info(setup.message(stage))
 
 
 def generate_data(params: dict[str, Any], out_dir: Path) -> str:

@@ -99,6 +99,10 @@ class SetupClock:
         total = sum(seconds for _, seconds in self.phases)
         return f"{total:.1f} s: " + ", ".join(f"{name} {seconds:.2f} s" for name, seconds in self.phases)
 
+    def message(self, job: str, before: str = "its work") -> str:
+        """The log line :func:`parse_setup_line` reads: ``<job> set-up: <line> before <before>``."""
+        return f"{job} set-up: {self.line()} before {before}"
+
 
 _SETUP = re.compile(rf"set-up: {_NUMBER} s: (.*?) before (?:the first step|its work)")
 

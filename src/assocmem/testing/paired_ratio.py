@@ -43,6 +43,9 @@ class Interleaver:
 
     def __init__(self, run_b: Callable[[int], None], sync: Callable[[], None], pairs: int, block_steps: int,
                  warm: int, warm_b: int) -> None:
+        if warm < 1 or block_steps < 1:
+            raise ValueError(f"Interleaver: warm ({warm}) and block_steps ({block_steps}) must be at least 1 "
+                             "(the hook is called after a's steps 1, 2, ...)")
         self.run_b, self.sync = run_b, sync
         self.pairs, self.block_steps, self.warm, self.warm_b = pairs, block_steps, warm, warm_b
         self.schedule = [arm for pair in block_order(pairs) for arm in pair]
@@ -138,7 +141,7 @@ def paired_ratio(seconds_a: list[float] | np.ndarray, seconds_b: list[float] | n
     ordered = np.sort(logs)
     rank = median_rank(n, level)  # the interval (x_(rank), x_(n + 1 - rank)), ranks from 1
     m_low, m_high = math.exp(ordered[rank - 1]), math.exp(ordered[n - rank])
-    m_level = float(1 - 2 * stats.binom.cdf(rank - 1, n, 0.5))
+    m_level = sign_test_coverage(rank, n)
     return PairedRatio(pairs=n, ratio=math.exp(mean), low=low, high=high, verdict=verdict_of(low, high),
                        median=math.exp(float(np.median(logs))), median_low=m_low, median_high=m_high,
                        median_level=m_level, median_verdict=verdict_of(m_low, m_high))
@@ -147,11 +150,12 @@ def paired_ratio(seconds_a: list[float] | np.ndarray, seconds_b: list[float] | n
 def median_rank(n: int, level: float = LEVEL) -> int:
     """The largest rank r with P(x_(r) <= median <= x_(n+1-r)) >= level for any continuous distribution (the sign
     test's interval: 1 - 2 P(Binomial(n, 1/2) <= r - 1)); 1 where n is too small for more."""
-    best = 1
-    for r in range(1, n // 2 + 1):
-        if 1 - 2 * stats.binom.cdf(r - 1, n, 0.5) >= level:
-            best = r
-    return best
+    return max((r for r in range(1, n // 2 + 1) if sign_test_coverage(r, n) >= level), default=1)
+
+
+def sign_test_coverage(rank: int, n: int) -> float:
+    """P(x_(rank) <= median <= x_(n+1-rank)) for n draws of any continuous distribution."""
+    return float(1 - 2 * stats.binom.cdf(rank - 1, n, 0.5))
 
 
 @dataclass(frozen=True)

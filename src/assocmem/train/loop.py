@@ -211,7 +211,7 @@ class TrainJob:
         peak = measure_peak_flops(device)
         clock.mark("peak FLOP/s")
         if is_main:
-            log.info("%s set-up: %s before the first step", self.job or "train", clock.line())
+            log.info(clock.message(self.job or "train", before="the first step"))
         model.train()
         clock = time.perf_counter()
         label = f"train {self.run_dir.parent.name}/{self.run_dir.name}"  # model/subset

@@ -186,3 +186,8 @@ def test_the_gpt2_pair_driver_interleaves_the_project_and_a_nanogpt_loop_on_the_
     assert row["low"] <= row["ratio"] <= row["high"] and row["verdict"] in ("faster", "slower", "tied")
     assert all(math.isfinite(row["loss"][arm]) for arm in ("project", "nanogpt"))
     assert "4 ABBA pairs of 2 steps on cpu" in summary_line(row)
+
+
+def test_the_interleaver_needs_a_warm_up_and_blocks_of_at_least_one_step() -> None:
+    with pytest.raises(ValueError, match="at least 1"):
+        Interleaver(FakeLoop(0.0).run, lambda: None, pairs=4, block_steps=2, warm=0, warm_b=1)
