@@ -1,10 +1,10 @@
 """The float32 candidate search of exact k-NN: which k rows of each shard are nearest by faiss's formula.
 
-On CPU, ``faiss`` (faiss.knn, on faiss's bundled OpenBLAS) or ``onednn`` (the same float32 formula, the
-distance GEMM through oneDNN, then torch.topk: :func:`gemm_knn`), chosen by :func:`choose_cpu_engine` (``auto``:
-timed at the search's shape on this host); on
-GPU, faiss's GpuIndexFlatL2 with the shards dealt round-robin to the devices. Every engine returns float32
-squared distances ascending and int64 database rows, merged over shards with ties to the smaller row.
+On CPU, ``faiss`` (faiss.knn, on faiss's bundled OpenBLAS) or ``onednn`` (the same float32 formula, the distance
+GEMM through oneDNN, then the k smallest of each block: :func:`gemm_knn`), chosen by :func:`choose_cpu_engine`
+(``auto``: timed at the search's shape on this host); on GPU, faiss's GpuIndexFlatL2 with the shards dealt round-
+robin to the devices. Every engine returns float32 squared distances ascending and int64 database rows, merged over
+shards with ties to the smaller row.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import time
 import warnings
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +25,7 @@ from assocmem.autotune import Choice, choose, host_key
 from assocmem.autotune.measure import Clock
 from assocmem.errors import AssocmemError
 from assocmem.gemm import onednn_available, onednn_product
+from assocmem.knn.select import DEFAULT_GROUP, smallest_k
 from assocmem.knn.shards import Shards
 from assocmem.knn.topk import merge_topk
 from assocmem.progress import bar
@@ -46,13 +47,16 @@ TIMING_DATABASE_BYTES = 256 << 20
 
 @dataclass(frozen=True)
 class GemmBlocks:
-    """Blocks of float32 scores of :func:`gemm_knn`: ``query_tile`` queries x ``column_chunk`` database rows.
+    """Blocks of float32 scores of :func:`gemm_knn`: ``query_tile`` queries x ``column_chunk`` database rows, each
+    block's k smallest selected through the minima of ``group`` columns (:func:`assocmem.knn.select.smallest_k`;
+    0: topk over the whole block).
 
-    256 x 8,192 (8 MiB) keep the oneDNN product at its 4096-row rate and let topk read the block from cache;
-    one 256 x 80,000 block (80 MiB) ran 15-20 % slower (benchmarks/README.md)."""
+    256 x 8,192 (8 MiB) keep the oneDNN product at its 4096-row rate and let the selection read the block from
+    cache; one 256 x 80,000 block (80 MiB) ran 15-20 % slower (benchmarks/README.md)."""
 
     query_tile: int = 256
     column_chunk: int = 8192
+    group: int = DEFAULT_GROUP
 
 
 DEFAULT_GEMM_BLOCKS = GemmBlocks()
@@ -82,7 +86,7 @@ def choose_cpu_engine(choice: str, search: tuple[int, int, int, int] | None = No
         return Choice("faiss", "small", shape=None if search is None else dict(zip(SEARCH_FIELDS, search, strict=True)))
     queries, rows, dim, k = search
     rows = min(rows, max(1, TIMING_DATABASE_BYTES // (4 * dim)))
-    blocks = [DEFAULT_GEMM_BLOCKS.query_tile, DEFAULT_GEMM_BLOCKS.column_chunk]
+    blocks = list(astuple(DEFAULT_GEMM_BLOCKS))  # a cached choice times today's blocks and selection
     shape = {"queries": min(queries, TIMING_QUERIES, rows), "rows": rows, "dim": dim, "k": min(k, rows),
              "blocks": blocks}
     host = host_key(faiss=faiss.__version__, faiss_blas=faiss_blas_core(), faiss_threads=faiss.omp_get_max_threads())
@@ -120,23 +124,23 @@ def gemm_knn(queries: np.ndarray, database: np.ndarray, k: int, blocks: GemmBloc
     ids = np.empty((len(queries), k), dtype=np.int64)
     for start in range(0, len(queries), blocks.query_tile):
         q = q_all[start : start + blocks.query_tile]
-        values, found = _tile_topk(q * -2.0, x, x_norms, k, blocks.column_chunk)
+        values, found = _tile_topk(q * -2.0, x, x_norms, k, blocks)
         sq_dist[start : start + len(q)] = (values + torch.einsum("ij,ij->i", q, q)[:, None]).numpy()
         ids[start : start + len(q)] = found.numpy()
     return sq_dist, ids
 
 
 def _tile_topk(
-    scaled_queries: torch.Tensor, x: torch.Tensor, x_norms: torch.Tensor, k: int, column_chunk: int
+    scaled_queries: torch.Tensor, x: torch.Tensor, x_norms: torch.Tensor, k: int, blocks: GemmBlocks
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The k smallest of (-2q) x^T + ||x||^2 per query, ascending, with their row ids: one oneDNN product per
-    chunk of database rows (scaling by -2 is exact, ||x||^2 is the product's bias), the chunk's k smallest by
-    topk while its scores are in cache, then the k smallest of those."""
+    chunk of database rows (scaling by -2 is exact, ||x||^2 is the product's bias), the chunk's k smallest
+    (:func:`smallest_k`) while its scores are in cache, then the k smallest of those."""
     values, found = [], []
-    for first in range(0, x.shape[0], column_chunk):
-        rows = slice(first, first + column_chunk)
+    for first in range(0, x.shape[0], blocks.column_chunk):
+        rows = slice(first, first + blocks.column_chunk)
         scores = onednn_product(scaled_queries, x[rows], x_norms[rows])
-        chunk_values, chunk_ids = torch.topk(scores, min(k, scores.shape[1]), dim=1, largest=False, sorted=False)
+        chunk_values, chunk_ids = smallest_k(scores, min(k, scores.shape[1]), blocks.group)
         values.append(chunk_values)
         found.append(chunk_ids + first)
     best, pick = torch.topk(torch.cat(values, dim=1), k, dim=1, largest=False, sorted=True)

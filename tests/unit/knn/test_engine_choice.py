@@ -30,7 +30,7 @@ def test_auto_takes_the_faster_engine_and_keeps_it(fake, tmp_path: Path, cost: d
     timer, cache = fake(cost), tmp_path / "choices.json"
     got = choose_cpu_engine("auto", BIG, onednn=True, cache_file=cache, clock=timer)
     assert (got.value, got.how) == (expected, "timed")
-    assert timer.shapes == [{"queries": TIMING_QUERIES, "rows": 80000, "dim": 64, "k": 11, "blocks": [256, 8192]}]
+    assert timer.shapes == [{"queries": TIMING_QUERIES, "rows": 80000, "dim": 64, "k": 11, "blocks": [256, 8192, 32]}]
     assert {"faiss", "faiss_blas", "faiss_threads"} <= set(got.host)
     timer.calls.clear()
     again = choose_cpu_engine("auto", BIG, onednn=True, cache_file=cache, clock=timer)

@@ -38,6 +38,7 @@ from assocmem.knn import (
     self_search,
     summarise,
 )
+from assocmem.knn.select import DEFAULT_GROUP, groups_pay
 from assocmem.runtime import default_threads, faiss_gpu_count, resolve_device, set_threads
 from assocmem.runtime.blas import BlasCores, check_blas_core, cpu_openblas_core, import_faiss
 
@@ -673,6 +674,33 @@ def test_gemm_knn_keeps_the_faiss_contract(column_chunk: int) -> None:
     np.testing.assert_array_equal(got_ids, want_ids)  # continuous random data: no ties
     np.testing.assert_allclose(got_dist, want_dist, rtol=1e-4, atol=1e-4)
     assert (np.diff(got_dist, axis=1) >= 0).all()
+
+
+@needs_onednn
+def test_gemm_knn_selects_through_groups_as_topk_does() -> None:
+    """The blocks' k smallest through column groups (the default) against topk over whole blocks (group 0)."""
+    database, queries = gaussian(3000, 16, seed=8), gaussian(50, 16, seed=9)
+    assert groups_pay(3000, 19, DEFAULT_GROUP)
+    grouped = gemm_knn(queries, database, 19)
+    whole = gemm_knn(queries, database, 19, GemmBlocks(group=0))
+    np.testing.assert_array_equal(grouped[0], whole[0])
+    np.testing.assert_array_equal(grouped[1], whole[1])  # continuous random data: no ties
+
+
+@needs_onednn
+def test_onednn_engine_through_groups_gives_the_exact_tie_order() -> None:
+    """Every point of a 13 x 13 x 13 integer grid, shuffled: distinct rows, each with many neighbours at exactly
+    equal distances; the search selects through groups (2,197 columns, pool 14) and still returns the reference
+    order, ties by row."""
+    axis = np.arange(-6, 7, dtype=np.float32)
+    x = np.stack(np.meshgrid(axis, axis, axis, indexing="ij"), axis=-1).reshape(-1, 3)
+    x = x[np.random.default_rng(10).permutation(len(x))]
+    rows = np.arange(len(x))
+    assert groups_pay(len(x), 5 + 1 + 8, DEFAULT_GROUP)  # k, the excluded self match, the refine's extra candidates
+    dist, ids = knn(x, x, 5, engine=Engine("onednn"), exclude_ids=rows)
+    ref_dist, ref_ids = reference_knn(reference_distances(x, x, rows), 5)
+    np.testing.assert_array_equal(ids, ref_ids)
+    np.testing.assert_allclose(dist, ref_dist, rtol=1e-6)
 
 
 def test_gemm_knn_reads_a_read_only_memory_map(tmp_path) -> None:
