@@ -2,9 +2,9 @@
 
 On CPU, ``faiss`` (faiss.knn, on faiss's bundled OpenBLAS) or ``onednn`` (the same float32 formula, the distance
 GEMM through oneDNN, then the k smallest of each block: :func:`gemm_knn`), chosen by :func:`choose_cpu_engine`
-(``auto``: timed at the search's shape on this host); on GPU, faiss's GpuIndexFlatL2 with the shards dealt round-
-robin to the devices. Every engine returns float32 squared distances ascending and int64 database rows, merged over
-shards with ties to the smaller row.
+(``auto``: timed at the search's shape on this host); on GPU, faiss's GpuIndexFlatL2 with the shards dealt
+round-robin to the devices. Every engine returns float32 squared distances ascending and int64 database rows,
+merged over shards with ties to the smaller row.
 """
 
 from __future__ import annotations
