@@ -5,9 +5,10 @@ every public function are Euclidean (not squared) and float32; ids are int64 row
 
 One concern a module: :mod:`.exact` (exact search, verified against float32 rounding), :mod:`.engine` (the job's
 engine, chosen once), :mod:`.engines` (its float32 candidate search on CPU, faiss or oneDNN, and faiss on GPU),
-:mod:`.duplicates` (exact duplicate rows searched once), :mod:`.ivf` (approximate search and its measured recall),
-:mod:`.protocols` (self-search in nested subsamples, held-out search), :mod:`.radius` (the radius test's searches
-among distinct prefixes and gain-free vectors) and :mod:`.stage` (the neighbours stage and its summary).
+:mod:`.select` (a block's k smallest scores through column groups, for the oneDNN engine), :mod:`.duplicates` (exact
+duplicate rows searched once), :mod:`.ivf` (approximate search and its measured recall), :mod:`.protocols`
+(self-search in nested subsamples, held-out search), :mod:`.radius` (the radius test's searches among distinct
+prefixes and gain-free vectors) and :mod:`.stage` (the neighbours stage and its summary).
 """
 
 from assocmem.knn.duplicates import Groups, duplicate_groups, row_hashes
