@@ -1,10 +1,10 @@
 """The k smallest scores of each row of a block, selected through the minima of column groups.
 
 At the default's dimension (d = 64) the oneDNN engine spent more time in ``torch.topk`` than in its products (the
-radius test's 80,000 x 80,000 self-search on one core: 36 s of topk against 22 s of products), since topk copies
-every score of a row to select a few. :func:`smallest_k` reads each row's scores once for the minimum of every
-group of ``group`` columns (a vectorised reduction), selects the k groups with the smallest minima, and runs topk
-on their ``k * group`` scores only.
+default's neighbours job L4/pct100 on one core, mostly the radius test's two 80,000 x 80,000 self-searches: 36 s in
+topk against 22 s in the products), since topk copies every score of a row to select a few. :func:`smallest_k`
+reads each row's scores once for the minimum of every group of ``group`` columns (a vectorised reduction), selects
+the k groups with the smallest minima, and runs topk on their ``k * group`` scores only.
 
 Why no score is lost: let v be a row's k-th smallest score; fewer than k scores lie below v. A group whose minimum
 is below v holds one of them, so fewer than k groups have a minimum below v, and each is selected: were one left
@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import torch
 
-# Columns a group: 32 gave the smallest selection time for k = 9-33 of 8,192 columns (256 x 8,192 float32 scores,
-# one thread, 2-core Intel Xeon family 6 model 167, 2026-12-07: 2.1-4.0 ms against topk's 3.7-5.7 ms; 16 and 64
-# were slower or no faster). benchmarks/bench_knn_select.py times it against topk.
+# Columns a group: 32 took x0.58 / x0.64 / x0.71 of topk's time at k = 9 / 17 / 33 of 8,192 columns, groups of 16
+# x0.87-1.00 and of 64 x0.51-1.00 (topk's own time at k = 33) (256 x 8,192 float32 scores, one thread, 2-core Intel
+# Xeon family 6 model 167, 2026-12-07; benchmarks/bench_knn_select.py, benchmarks/README.md).
 DEFAULT_GROUP = 32
 # Groups pay only when the selected groups are a small share of the columns: below this many columns per selected
-# score, topk runs on the whole row.
+# score, topk runs on the whole row. At the limit (k = 64 of 8,192 columns in groups of 32) groups still took x0.75.
 _MIN_COLUMNS_PER_CANDIDATE = 4
 
 
