@@ -17,6 +17,7 @@ import argparse
 import statistics
 import time
 from collections.abc import Callable
+from dataclasses import astuple
 from functools import partial
 
 import numpy as np
@@ -63,14 +64,16 @@ def selection(rounds: int, groups: list[int], ks: list[int]) -> None:
         report(f"selection, 256 x 8,192 scores, k = {k}:", rounds_of(arms, rounds, repeats=50), 1e3, "ms")
 
 
-def searches(rounds: int, queries: int, dims: list[int], pools: list[int]) -> None:
+def searches(rounds: int, queries: int, dims: list[int], pools: list[int], other_blocks: list[GemmBlocks]) -> None:
     for dim in dims:
         database = np.random.default_rng(1).standard_normal((80_000, dim), dtype=np.float32)
         query_rows = np.ascontiguousarray(database[:queries])
         for pool in pools:
             arms = {"group 0 (topk)": GemmBlocks(group=0), "default": GemmBlocks()}
+            arms |= {"x".join(map(str, astuple(blocks))): blocks for blocks in other_blocks}
             results = {name: gemm_knn(query_rows, database, pool, blocks) for name, blocks in arms.items()}
-            assert np.array_equal(results["default"][0], results["group 0 (topk)"][0])
+            for name, (distances, _) in results.items():
+                assert np.array_equal(distances, results["group 0 (topk)"][0]), name
             same_ids = float(np.mean(results["default"][1] == results["group 0 (topk)"][1]))
             seconds = rounds_of({name: partial(gemm_knn, query_rows, database, pool, blocks)
                                  for name, blocks in arms.items()}, rounds, repeats=1)
@@ -87,11 +90,15 @@ def main() -> None:
     parser.add_argument("--ks", default="9,17,33")
     parser.add_argument("--dims", default="64,1024")
     parser.add_argument("--pools", default="17,19")
+    parser.add_argument("--blocks", default="", help="part 2's other arms: query_tile x column_chunk x group, e.g. "
+                        "128x16384x64,512x8192x32")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     print(f"{cpu_model_and_flags()[0]}; torch {torch.__version__}, {args.threads} thread(s)")
     selection(args.rounds, [int(g) for g in args.groups.split(",")], [int(k) for k in args.ks.split(",")])
-    searches(args.rounds, args.queries, [int(d) for d in args.dims.split(",")], [int(p) for p in args.pools.split(",")])
+    other_blocks = [GemmBlocks(*(int(n) for n in arm.split("x"))) for arm in args.blocks.split(",") if arm]
+    searches(args.rounds, args.queries, [int(d) for d in args.dims.split(",")], [int(p) for p in args.pools.split(",")],
+             other_blocks)
 
 
 if __name__ == "__main__":
