@@ -6,9 +6,10 @@ each k and group; part 2 times :func:`assocmem.knn.gemm_knn` (products and selec
 shapes: 80,000 database rows, dimension 64 (the default's models) and 1,024 (GPT-2 medium's), pools of 17 (the
 radius test) and 19 (the self-search at k = 10). Arms interleaved, in rotating order, over rounds; prints min-max
 and the ratio of medians to the baseline; every arm's values are checked equal to the baseline's (part 2: the
-distances bit for bit, the ids where no tie allows another).
+distances bit for bit, the ids where no tie allows another). ``--blocks`` adds other ``GemmBlocks`` to part 2.
 
     python benchmarks/bench_knn_select.py --rounds 5
+    python benchmarks/bench_knn_select.py --rounds 3 --ks 17 --groups 0,32 --pools 17 --blocks 128x16384x64
 """
 
 from __future__ import annotations
