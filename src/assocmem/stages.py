@@ -24,6 +24,21 @@ def _log_setup(stage: str, setup: SetupClock) -> None:
     log.info(setup.message(stage))
 
 
+def _trained_model(setup: SetupClock, device_spec: str, model_path: Path, expect: dict[str, Any]) -> tuple[str, Any]:
+    """(device, model): a trained model loaded on its device (``activations.device``: where trained models run), the
+    device's start and the load marked on the set-up clock."""
+    from assocmem.runtime import resolve_device
+    from assocmem.runtime.cuda_start import cuda_ready
+    from assocmem.train import load_model
+
+    device = resolve_device(device_spec, key="activations.device")
+    cuda_ready(device)
+    setup.mark("device")
+    model = load_model(model_path, device, expect=expect)
+    setup.mark("model")
+    return device, model
+
+
 def generate_data(params: dict[str, Any], out_dir: Path) -> str:
     """Question-Formation splits: sampled from the grammar (fitted or published weights), or McCoy's files."""
     from assocmem.qf import download, generate
@@ -66,19 +81,12 @@ def evaluate(params: dict[str, Any], model: Path, store_dir: Path, out_dir: Path
     """The model's CE, with and without <eos>, on each evaluation set (params: files, name -> path; device, the
     experiment's ``activations.device``: where trained models run)."""
     setup = SetupClock()
-    from assocmem.evaluation import evaluate_files
-    from assocmem.runtime import resolve_device
-    from assocmem.runtime.cuda_start import cuda_ready
-    from assocmem.train import load_model
+    from assocmem.evaluation import evaluate_files  # with it assocmem.train, which _trained_model loads with
 
     setup.mark("imports")
     set_threads(params["threads"])
     files = {name: Path(path) for name, path in params["files"].items()}
-    device = resolve_device(params.get("device", "cpu"), key="activations.device")
-    cuda_ready(device)
-    setup.mark("device")
-    trained = load_model(model, device, expect=params["expect"])
-    setup.mark("model")
+    _, trained = _trained_model(setup, params.get("device", "cpu"), model, params["expect"])
     _log_setup("evaluate", setup)
     sets = evaluate_files(trained, store_dir, files)
     write_json(out_dir / "eval.json", {"checkpoint": model.name, "sets": sets})
@@ -138,18 +146,12 @@ def train(params: dict[str, Any], store_dir: Path, run_dir: Path) -> str:
 def activations(params: dict[str, Any], model_path: Path, store_dir: Path, out_dir: Path) -> str:
     setup = SetupClock()
     from assocmem.activations.decoder import check_decoder_activations_memory, dump_decoder_activations
-    from assocmem.runtime import resolve_device
-    from assocmem.runtime.cuda_start import cuda_ready
-    from assocmem.train import load_model
+    from assocmem.train import load_model  # noqa: F401 (_trained_model's: its import counts among the imports)
 
     setup.mark("imports")
     set_threads(params["threads"])
     acts = params["activations"]
-    device = resolve_device(acts["device"], key="activations.device")
-    cuda_ready(device)
-    setup.mark("device")
-    model = load_model(model_path, device, expect=params["expect"])
-    setup.mark("model")
+    device, model = _trained_model(setup, acts["device"], model_path, params["expect"])
     _log_setup("activations", setup)
     check_decoder_activations_memory(model.cfg, acts, store_dir, device, params.get("label") or str(model_path))
     dump_decoder_activations(model, store_dir, out_dir,

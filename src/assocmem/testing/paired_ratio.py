@@ -197,7 +197,7 @@ def simulate(truth: Truth, pairs: int, runs: int = 2000, seed: int = 0) -> dict[
     often each verdict comes out (the mean's; the median's in ``median_*``)."""
     rng = np.random.default_rng(seed)
     results = [paired_ratio(*simulate_blocks(truth, pairs, rng)) for _ in range(runs)]
-    share = {f"{v}": sum(r.verdict == v for r in results) / runs for v in ("faster", "slower", "tied")}
+    share = {v: sum(r.verdict == v for r in results) / runs for v in ("faster", "slower", "tied")}
     return {"coverage": sum(r.low <= truth.ratio <= r.high for r in results) / runs,
             "median_coverage": sum(r.median_low <= truth.ratio <= r.median_high for r in results) / runs,
             **share, "median_slower": sum(r.median_verdict == "slower" for r in results) / runs,

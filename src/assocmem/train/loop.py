@@ -175,25 +175,25 @@ class TrainJob:
     def run(self, on_step: Callable[[int], None] | None = None, setup: SetupClock | None = None) -> dict[str, Any]:
         """Train; ``on_step`` is called with each step's number after it. ``setup``: the job's set-up clock, marked
         here phase by phase and logged before the first step (the stage starts it before its imports)."""
-        s, clock = self.settings, setup or SetupClock()
+        s, setup = self.settings, setup or SetupClock()
         device = init_distributed(torch.device(resolve_device(s.device, key="train.device")))
         cuda_ready(device)
-        clock.mark("device")
+        setup.mark("device")
         is_main = dist_rank_world()[0] == 0
         torch.manual_seed(self.seed)
         model = DecoderLM(self.model_config).to(device)
-        clock.mark("model")
+        setup.mark("model")
         optimizer = make_optimizer(model, s, device)  # torch.optim's first call imports torch._dynamo
-        clock.mark("optimizer")
+        setup.mark("optimizer")
         ckpt_path = self.run_dir / "checkpoint.pt"
         state = RunState(0, [], 0.0, 0)
         if ckpt_path.exists():
             state = load_checkpoint(ckpt_path, model, optimizer, self.fingerprint) or state
-            clock.mark("checkpoint")
+            setup.mark("checkpoint")
         graphs = cuda_graphs_on(s, device, dist_rank_world()[1])
         gemm = choose_gemm(s.gemm, device, model, self._gemm_rows(), resumed=state.gemm if state.step else None,
                            precision=s.precision, compiled=s.compile or graphs)
-        clock.mark("GEMM choice")
+        setup.mark("GEMM choice")
         model.set_gemm(gemm.value)
         state.gemm = gemm.value
         log.info("train.gemm %s: %s (%s)", s.gemm, gemm.value, gemm.how)
@@ -207,11 +207,11 @@ class TrainJob:
         self._graphed = self._graphed_step(model, optimizer, device) if graphs else None
         n_params = model.num_parameters()
         flops_token = flops_per_token(self.model_config, int(self.tokens_per_sequence), n_params)
-        clock.mark("step set-up")  # DDP, the compiled loss's wrapper, the graphed step's buffers
+        setup.mark("step set-up")  # DDP, the compiled loss's wrapper, the graphed step's buffers
         peak = measure_peak_flops(device)
-        clock.mark("peak FLOP/s")
+        setup.mark("peak FLOP/s")
         if is_main:
-            log.info(clock.message(self.job or "train", before="the first step"))
+            log.info(setup.message(self.job or "train", before="the first step"))
         model.train()
         clock = time.perf_counter()
         label = f"train {self.run_dir.parent.name}/{self.run_dir.name}"  # model/subset
