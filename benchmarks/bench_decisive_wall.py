@@ -17,7 +17,10 @@ copies on CUDA streams of one process). benchmarks/gpu_check.sh runs it on the G
 from __future__ import annotations
 
 import argparse
+import math
 import tempfile
+import time
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -31,6 +34,8 @@ from assocmem.memorisation import decisive_sharing as ds
 from assocmem.memorisation import decisive_wall as dw
 from assocmem.schemas import config_schema_path
 from assocmem.train.graphed import WARMUP_STEPS
+
+PUBLISH_EVERY_S = 20.0
 
 
 def column_experiment(config: Path = decisive.CONFIG) -> dict[str, Any]:
@@ -138,11 +143,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="decisive_wall_") as scratch:
         work = Path(scratch)
         stores = dw.write_stores(exp, work / "data")
-        costs = dw.measure(exp, stores, arms, device.type, models, args.steps, args.warmup, work)
         rates = dw.product_rates(device, list(dict.fromkeys(p for p, _ in arms)))
         checks: list[dict[str, Any]] = []
+        # each stage's record as soon as it is measured, the costs' every PUBLISH_EVERY_S while they are measured:
+        # a time cap keeps what came before (a record costs about a second: its projection)
+        costs = dw.measure(exp, stores, arms, device.type, models, args.steps, args.warmup, work,
+                           on_group=Every(PUBLISH_EVERY_S, lambda so_far: write_record(
+                               args, so_far, checks, exp, rates, device, [], "costs")))
         publish = partial(write_record, args, costs, checks, exp, rates, device)
-        publish([], "costs")  # each stage's record as soon as it is measured: a time cap keeps what came before
+        publish([], "costs")
         for arm in arms if args.check_steps else []:
             smallest = min((c for c in costs if (c.precision, c.cuda_graphs) == arm),
                            key=lambda c: (c.n_params, c.n_facts))
@@ -161,6 +170,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if shared:
         print(ds.summary(rec))
     return rec
+
+
+class Every:
+    """Calls ``action`` with its argument at most once every ``seconds`` (the first call at once)."""
+
+    def __init__(self, seconds: float, action: Callable[[Any], Any]) -> None:
+        self.seconds, self.action, self.last = seconds, action, -math.inf
+
+    def __call__(self, value: Any) -> None:
+        if time.perf_counter() - self.last >= self.seconds:
+            self.action(value)
+            self.last = time.perf_counter()
 
 
 def write_record(args: argparse.Namespace, costs: list[dw.GroupCost], checks: list[dict[str, Any]],

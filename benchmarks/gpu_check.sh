@@ -14,19 +14,20 @@
 #   docs/results/default.json's;
 #   GPT-2 small, the project's trainer against karpathy/nanoGPT (--nanogpt DIR), eager and compiled, one process
 #   per arm; compiled, both in one process taking turns in 20 ABBA pairs of 16-step blocks, their ratio with its 95%
-#   interval and verdict (benchmarks/gpt2_pair.py, record $OUT/gpt2_pair.json); and the ops each compiled step runs
-#   outside its graph, with the kernels they launch (benchmarks/bench_step_ops.py, tiny);
+#   interval and verdict (benchmarks/gpt2_pair.py, record $OUT/gpt2_pair.json);
 #   the default's L4 step eager, compiled and in CUDA graphs (benchmarks/gpu_check.py);
 #   stacked replicas (K = 1, 4, 16) against K single runs, where the project has a stacked trainer;
 #   the decisive memorisation column's floor: its training FLOPs at the fp32, TF32 and bf16 product rates measured
 #   here (assocmem.memorisation.decisive_floor --measure): whether it could fit in 10 minutes at all; and its wall
-#   in bf16 by its own trainer's measured costs, each of its 30 stacked groups timed eager and in one CUDA graph, and
+#   in bf16 by its own trainer's measured costs, each of its 30 stacked groups timed in one CUDA graph, then eager, and
 #   the smallest trained 2,000 steps for real in each against the cost model, and the smallest and the largest
 #   model's groups stepping 1, 2, 4 and 8 at once, one process each, then one CUDA stream each in one process, for
 #   the rows the wall's rule leaves open (benchmarks/bench_decisive_wall.py, assocmem.memorisation.decisive_sharing;
-#   record $OUT/decisive_wall.json, written after each stage).
+#   record $OUT/decisive_wall.json, written after each stage and every 20 s while the groups are timed).
 #   Before it, a group's evaluation round in one stacked pass against each replica alone, D0 and D14 in bf16
-#   (benchmarks/bench_stacked_eval.py; record $OUT/stacked_eval.json).
+#   (benchmarks/bench_stacked_eval.py; record $OUT/stacked_eval.json);
+#   last, a diagnosis rather than a goal: the ops each compiled GPT-2 step runs outside its graph, with the kernels
+#   they launch (benchmarks/bench_step_ops.py, tiny; record $OUT/step_ops.json).
 # --dry-run: the same path on the CPU with tiny shapes and a few steps, no wheels, no main run (seconds).
 # PARTS="tests knn main l4 gpt2-eager gpt2-compile gpt2-pair ops stacked decisive" (the default: all) runs only the
 # parts it names.
@@ -138,10 +139,6 @@ else  # both compiled arms in one process, blocks interleaved: the ratio with it
   part $([ $DRY = 1 ] && echo 120 || echo 180) "GPT-2 pair" python3 benchmarks/gpt2_pair.py --nanogpt "$NANOGPT" \
     --out "$OUT/gpt2_pair.json" $([ $DRY = 1 ] && echo --dry-run)
 fi
-if want ops; then  # what each loop's compiled step runs outside its graph (kernels on CUDA), tiny shapes
-  part 120 "ops outside the compiled step" python3 benchmarks/bench_step_ops.py ${NANOGPT:+--nanogpt $NANOGPT} \
-    --device "$([ $DRY = 1 ] && echo cpu || echo cuda)" --out "$OUT/step_ops.json"
-fi
 
 if ! want stacked; then
   echo "skip stacked replicas: not in PARTS"
@@ -172,6 +169,12 @@ else  # bf16 only: in fp32 the floor alone (23.7-27.8 min on an H200) exceeds th
   part 330 "decisive column wall" python3 benchmarks/bench_decisive_wall.py --out "$OUT/decisive_wall.json" \
     $([ $DRY = 1 ] && echo --dry-run || echo --precision bf16 --graphs off,on --check-steps 2000 --share 2,4,8 \
                                              --share-window 2 --share-modes processes,streams)
+fi
+
+if want ops; then  # what each loop's compiled step runs outside its graph (kernels on CUDA), tiny shapes: a
+  # diagnosis of the GPT-2 ratio, not a goal, so last
+  part 120 "ops outside the compiled step" python3 benchmarks/bench_step_ops.py ${NANOGPT:+--nanogpt $NANOGPT} \
+    --device "$([ $DRY = 1 ] && echo cpu || echo cuda)" --out "$OUT/step_ops.json"
 fi
 
 say "table"

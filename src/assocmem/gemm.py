@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any, Literal
 
 import torch
@@ -109,14 +109,20 @@ def onednn_linear(inputs: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
 
 
 @contextmanager
-def exact_fp32() -> Iterator[None]:
-    """fp32 products in full precision: TF32 (10-bit mantissa) off for CUDA matmuls, restored afterwards."""
+def fp32_products(tf32: bool) -> Iterator[None]:
+    """CUDA fp32 matmuls with TF32 (10-bit mantissa) on or off as asked, whatever the caller had set; restored
+    afterwards."""
     before = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = tf32
     try:
         yield
     finally:
         torch.backends.cuda.matmul.allow_tf32 = before
+
+
+def exact_fp32() -> AbstractContextManager[None]:
+    """fp32 products in full precision: TF32 off for CUDA matmuls, restored afterwards."""
+    return fp32_products(False)
 
 
 def measure_peak_flops(device: torch.device, seconds: float = 0.3, dtype: torch.dtype | None = None,
@@ -124,7 +130,8 @@ def measure_peak_flops(device: torch.device, seconds: float = 0.3, dtype: torch.
     """Achievable dense-matmul FLOP/s on this device (the MFU denominator), measured, not assumed: the best
     of short bursts, so a burst slowed by another process on a shared machine does not count. On CPU the
     faster of the two fp32 GEMM libraries in the wheel counts (MKL through ``@``, oneDNN; see assocmem.gemm).
-    ``dtype``: bf16 on CUDA and fp32 on the CPU unless given; fp32 on CUDA is timed with TF32 off unless ``tf32``."""
+    ``dtype``: bf16 on CUDA and fp32 on the CPU unless given; fp32 on CUDA is timed with TF32 on if ``tf32`` and off
+    if not, whatever the caller had set."""
     size = 4096 if device.type == "cuda" else 1024  # 512^3 reached ~70% of the 1024^3 rate on CPU
     dtype = dtype or (torch.bfloat16 if device.type == "cuda" else torch.float32)
     a = torch.randn(size, size, device=device, dtype=dtype)
@@ -132,7 +139,7 @@ def measure_peak_flops(device: torch.device, seconds: float = 0.3, dtype: torch.
     products = [lambda: a @ b]
     if device.type == "cpu" and onednn_available():
         products.append(lambda: onednn_linear(a, b))
-    with nullcontext() if tf32 else exact_fp32():
+    with fp32_products(tf32):
         return max(_best_burst(product, device, 2.0 * size**3, seconds / len(products)) for product in products)
 
 

@@ -27,6 +27,11 @@ NOT_RUN = {  # first word(s) of a command -> why this test does not run it
     "benchmarks/gpu_check.sh --dry-run": "the GPU check's CPU dry run: tests/unit/train/test_gpu_check.py runs it",
     "OUT=/tmp/gpu-check benchmarks/gpu_check.sh": "the GPU check: needs a CUDA machine (benchmarks/README.md)",
     "mkdir -p .whl": "fetches the GPU machine's wheels from PyPI (an install step for the GPU check)",
+    "python3.12 -m venv": "builds a venv of the GPU image's Python and torch (an install step before a GPU session)",
+    "/tmp/v312/bin/pip": "installs into that venv (an install step before a GPU session)",
+    "export PATH=/tmp/v312/bin": "puts that venv first for the two commands below it (benchmarks/README.md)",
+    "bash benchmarks/gpu_check.sh --dry-run": "the GPU check's CPU dry run: tests/unit/train/test_gpu_check.py runs it",
+    "PYTHONPATH=$PWD/src:/tmp/gpu-check-site": "the main run under the GPU image's versions: the default run, minutes",
     "python -m assocmem.memorisation.decisive": "rewrites its record in docs/results/ (minutes of simulation); "
                                                 "tests/unit/docs/test_results_record.py recomputes its cost",
     "python -m assocmem.report.reanalyse": "rewrites its record in docs/results/ (10 minutes of profile fits); "

@@ -243,9 +243,14 @@ def record_fit(recorded: pd.DataFrame) -> dict[str, Any]:
 
 
 def _commit() -> str:
-    """The checkout's commit, with '+changes' where its tracked files differ from it."""
-    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
-    dirty = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", "src"], cwd=ROOT).returncode != 0
+    """The checkout's commit, with '+changes' where its tracked files differ from it; 'no git' where the machine has
+    no git (a record written there is not lost for want of its commit)."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+        dirty = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", "src"], cwd=ROOT,
+                               capture_output=True).returncode != 0
+    except OSError:
+        return "no git"
     return head.stdout.strip() + ("+changes" if dirty else "")
 
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 import datetime
 import math
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -162,10 +163,12 @@ def measure_group(jobs: list[TrainJob], steps: int, warmup: int) -> tuple[float,
 
 
 def measure(exp: dict[str, Any], stores: dict[int, Path], arms: list[Arm], device: str, models: list[str],
-            steps: int, warmup: int, work: Path) -> list[GroupCost]:
+            steps: int, warmup: int, work: Path,
+            on_group: Callable[[list[GroupCost]], None] | None = None) -> list[GroupCost]:
     """Every (model, subset) group's costs in every arm (``stores``: facts -> store, :func:`write_stores`);
-    ``work`` holds the runs' scratch files."""
-    groups = [(m, d, arm) for arm in arms for m in models for d in sorted(stores)]
+    ``work`` holds the runs' scratch files. Arms that replay CUDA graphs (the faster step, the likelier to fit) go
+    first, so a time cap cuts the others; ``on_group`` is given the costs so far after each group."""
+    groups = [(m, d, arm) for arm in sorted(arms, key=lambda a: not a[1]) for m in models for d in sorted(stores)]
     costs = []
     progress = bar(total=len(groups), desc="decisive groups", unit="group")
     for model, n_facts, arm in groups:
@@ -174,6 +177,8 @@ def measure(exp: dict[str, Any], stores: dict[int, Path], arms: list[Arm], devic
         step_s, evaluation_s, checkpoint_s, graphs = measure_group(jobs, steps, warmup)
         costs.append(GroupCost(model, n_parameters(jobs[0]), n_facts, len(jobs), arm[0], graphs, step_s,
                                evaluation_s, checkpoint_s))
+        if on_group is not None:
+            on_group(costs)
         progress.update()
     progress.close()
     return costs

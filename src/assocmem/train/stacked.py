@@ -215,8 +215,11 @@ class StackedTraining:
         clock, restarted after an evaluation."""
         sums, counts = self._step(self.stack, optimizer, step, active, self.autocast)
         pending += sums
+        due = [i for i, job in enumerate(self.jobs) if active[i] and _due(job, step + 1)]
+        if due and self.device.type == "cuda":  # the steps' time ends when the device has run them (as read_loss's)
+            torch.cuda.synchronize(self.device)
         elapsed = time.perf_counter() - clock
-        measured = self.evaluations([i for i, job in enumerate(self.jobs) if active[i] and _due(job, step + 1)])
+        measured = self.evaluations(due)
         for i in range(len(self.jobs)):
             if active[i]:
                 self._advance(i, step + 1, counts[i], pending, elapsed, measured.get(i))

@@ -110,3 +110,12 @@ def test_measure_prints_the_floor_at_the_rates_measured_here_and_writes_no_recor
     assert "decisive column at fp32, 50.0 TFLOP/s: floor" in out and "(cannot fit in 10 min)" in out
     assert "decisive column at bf16, 1000000.0 TFLOP/s" in out and "(can fit in 10 min)" in out
     assert rec["fits_at_rate"] == {"fp32": False, "bf16": True} and not df.RECORD.exists()
+
+
+def test_a_record_made_where_there_is_no_git_names_that_instead_of_failing(monkeypatch) -> None:
+    """The GPU machine may lack git: its measured record is written all the same (the commit read 'no git')."""
+    def no_git(*args, **kwargs):
+        raise FileNotFoundError("git")
+
+    monkeypatch.setattr(decisive.subprocess, "run", no_git)
+    assert decisive._commit() == "no git"

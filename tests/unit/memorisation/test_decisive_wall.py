@@ -180,6 +180,44 @@ def test_the_command_records_and_prints_the_projection(tmp_path, monkeypatch, co
     assert rec["checks"] == [] and len(rec["costs"]) == 30 and rec["device_name"] == "cpu"
 
 
+def test_graphed_arms_are_measured_first_and_each_group_is_reported_as_it_ends(tiny, monkeypatch):
+    exp, stores, work = tiny
+    monkeypatch.setattr(dw, "measure_group", lambda jobs, steps, warmup: (1.0, 1.0, 1.0, jobs[0].settings.cuda_graphs))
+    seen = []
+    costs = dw.measure(exp, stores, [("fp32", False), ("fp32", True)], "cpu", ["D0"], steps=2, warmup=1,
+                       work=work / "order", on_group=lambda so_far: seen.append(list(so_far)))
+    assert [(c.cuda_graphs, c.n_facts) for c in costs] == [(True, 20), (True, 40), (False, 20), (False, 40)]
+    assert seen == [costs[:k] for k in range(1, 5)]
+
+
+def test_a_cap_during_the_costs_keeps_the_groups_measured_so_far(tmp_path, monkeypatch):
+    """gpu_check.sh stops the command at its part's cap: the record written while the costs were measured stays."""
+    measured = every_group(step_s=3e-3)
+
+    def capped(*args, on_group, **kwargs):
+        on_group(measured[:7])
+        raise KeyboardInterrupt  # as the cap's signal would end it
+
+    monkeypatch.setattr(dw, "write_stores", lambda exp, work: {8192: work, 16384: work})
+    monkeypatch.setattr(dw, "measure", capped)
+    monkeypatch.setattr(dw, "product_rates", lambda device, precisions: {"bf16": 1e15})
+    with pytest.raises(KeyboardInterrupt):
+        bench.main(["--precision", "bf16", "--out", str(tmp_path / "wall.json"), "--device", "cpu"])
+    rec = json.loads((tmp_path / "wall.json").read_text())
+    assert rec["stage"] == "costs" and len(rec["costs"]) == 7
+    assert {row["verdict"] for row in rec["projection"]} <= {"incomplete", "cannot fit"}
+
+
+def test_every_calls_at_once_then_not_again_within_its_interval(monkeypatch):
+    clock = iter([0.0, 0.0, 5.0, 21.0, 21.0, 30.0])
+    monkeypatch.setattr(bench.time, "perf_counter", lambda: next(clock))
+    calls = []
+    every = bench.Every(20.0, calls.append)
+    for value in "abcd":
+        every(value)
+    assert calls == ["a", "c"]
+
+
 @pytest.mark.parametrize(("argv", "device", "message"), [
     (["--graphs", "on"], "cpu", "--graphs on: CUDA graphs need a CUDA device, not cpu"),
     (["--graphs", "maybe"], "cuda", "--graphs: maybe; one of off, on"),

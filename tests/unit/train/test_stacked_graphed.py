@@ -32,12 +32,13 @@ def test_the_static_stack_pads_each_replica_and_leaves_a_frozen_one_unscored():
     assert bool((targets[1] == IGNORE).all())  # the frozen replica scores nothing
 
 
-def assert_same_training(eager, graphed) -> None:
+def assert_same_training(eager, graphed, loss_rtol: float = LOSS_RTOL, weight_rtol: float = 0.0,
+                         weight_atol: float = WEIGHT_ATOL) -> None:
     """The same steps, losses, stops and weights (the fingerprints differ: train.cuda_graphs is a setting)."""
     a, b = pd.read_csv(eager / "metrics.csv"), pd.read_csv(graphed / "metrics.csv")
     assert list(a.columns) == list(b.columns) and a["step"].tolist() == b["step"].tolist()
     for column in ("lr", "train_loss", "val_ce"):
-        np.testing.assert_allclose(b[column], a[column], rtol=LOSS_RTOL)
+        np.testing.assert_allclose(b[column], a[column], rtol=loss_rtol)
     sa, sb = (json.loads((d / "summary.json").read_text()) for d in (eager, graphed))
     for key in ("steps", "best_step", "stopped_early", "stop_rule", "max_steps", "n_params", "eval_rows"):
         assert sa[key] == sb[key], key
@@ -45,7 +46,7 @@ def assert_same_training(eager, graphed) -> None:
         wa, wb = weights(eager / name), weights(graphed / name)
         assert wa.keys() == wb.keys()
         for key, value in wa.items():
-            torch.testing.assert_close(wb[key], value, rtol=0, atol=WEIGHT_ATOL)
+            torch.testing.assert_close(wb[key], value, rtol=weight_rtol, atol=weight_atol)
 
 
 @pytest.fixture
@@ -102,7 +103,10 @@ def test_replicas_that_differ_in_cuda_graphs_cannot_stack(tmp_path):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="torch sees no CUDA device")
 def test_on_cuda_the_captured_stacked_step_is_the_eager_stacked_step(tmp_path):
     """Whole stacked runs on CUDA, with evaluations and a checkpoint between replays and replicas that stop early:
-    the captured run (after its warmup) gives the eager stacked run's losses and weights to fp32 rounding."""
+    the captured run (after its warmup) gives the eager stacked run's losses and weights to fp32 rounding. The
+    tolerances are the single-run CUDA test's (test_cuda_graphs.py), not the CPU's: on CUDA the eager step pads each
+    batch to its longest row and the graph to its static width, so their products and attention have other shapes,
+    for which cuBLAS and SDPA may choose other kernels that round otherwise (on the CPU both arms run one code)."""
     for name, graphs in (("eager", False), ("graphed", True)):
         training = StackedTraining([make_job(tmp_path, tmp_path / f"{name}{seed}", seed, cuda_graphs=graphs,
                                              device="cuda", **kw) for seed, kw in REPLICAS])
@@ -110,7 +114,8 @@ def test_on_cuda_the_captured_stacked_step_is_the_eager_stacked_step(tmp_path):
         if graphs:
             assert isinstance(training._graphed, StackedGraphedStep) and training._graphed.graph is not None
     for seed, _ in REPLICAS:
-        assert_same_training(tmp_path / f"eager{seed}", tmp_path / f"graphed{seed}")
+        assert_same_training(tmp_path / f"eager{seed}", tmp_path / f"graphed{seed}", loss_rtol=1e-4, weight_rtol=1e-3,
+                             weight_atol=1e-4)
 
 
 def test_host_tensors_bound_for_cuda_are_pinned_and_others_used_in_place(monkeypatch):
