@@ -132,6 +132,7 @@ def train(params: dict[str, Any], store_dir: Path, run_dir: Path) -> str:
     setup.mark("imports")
     set_threads(params["threads"])
     check_training_memory(params["train"], params["model"], read_store_meta(store_dir), params["job"])
+    setup.mark("memory check")  # on a GPU it initialises torch's CUDA (the device's context comes at "device")
     # the digest of the code running (cli.run_stage): a checkpoint written by other code never resumes (issue 28)
     job = build_job(params["train"], params["model"], params["seed"], store_dir, run_dir, code=params["code"],
                     job=params["job"])

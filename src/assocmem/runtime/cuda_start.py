@@ -14,18 +14,24 @@ log = logging.getLogger("assocmem")
 _LINE = re.compile(r"CUDA: context on (\S+) \(([^)]*)\) created in ([0-9.]+) s")
 
 
+_READIED: set[str] = set()  # the devices this process has readied
+
+
 def cuda_ready(device: Any) -> float | None:
     """Create ``device``'s CUDA context now, timed and logged; None (nothing done) on the CPU or where this process
-    already has one."""
+    has readied the device before. torch's CUDA may be initialised already (a training's memory check reads the GPU's
+    properties): that starts the driver, not the device's context, which the first allocation here creates, so the
+    test is this process's own record, not ``torch.cuda.is_initialized()``."""
     import torch
 
     device = torch.device(device)
-    if device.type != "cuda" or torch.cuda.is_initialized():
+    if device.type != "cuda" or str(device) in _READIED:
         return None
     began = time.perf_counter()
     torch.empty(1, device=device)
     torch.cuda.synchronize(device)
     seconds = time.perf_counter() - began
+    _READIED.add(str(device))
     log.info("CUDA: context on %s (%s) created in %.2f s", device, torch.cuda.get_device_name(device), seconds)
     return seconds
 

@@ -29,7 +29,7 @@ def test_the_cpu_is_left_alone(monkeypatch) -> None:
 def fake_cuda(monkeypatch) -> list[str]:
     """torch.cuda as if one uninitialised H200 were there: the calls cuda_ready makes, recorded."""
     calls: list[str] = []
-    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
+    monkeypatch.setattr(cuda_start, "_READIED", set())
     monkeypatch.setattr(torch, "empty", lambda *shape, device: calls.append(f"empty {device}"))
     monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: calls.append(f"synchronize {device}"))
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA H200")
@@ -45,9 +45,16 @@ def test_a_cuda_device_s_context_is_created_timed_and_logged(fake_cuda, caplog) 
     assert parse_cuda_start(caplog.text) == pytest.approx(seconds, abs=0.005)
 
 
-def test_a_process_that_has_its_context_creates_none(fake_cuda, monkeypatch) -> None:
+def test_a_device_readied_once_is_not_readied_again(fake_cuda) -> None:
+    assert cuda_ready("cuda") is not None and len(fake_cuda) == 2
+    assert cuda_ready("cuda") is None and len(fake_cuda) == 2
+
+
+def test_cuda_initialised_by_another_call_still_has_the_context_created_and_timed(fake_cuda, monkeypatch) -> None:
+    """A training's memory check reads the GPU's properties first (torch's lazy init, no context): the stage's
+    CUDA start is still timed and logged, as the main run's record needs (benchmarks/gpu_check.py cpu)."""
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
-    assert cuda_ready("cuda") is None and fake_cuda == []
+    assert cuda_ready("cuda") is not None and fake_cuda == ["empty cuda", "synchronize cuda"]
 
 
 @given(seconds=st.floats(0, 1e4, allow_nan=False))
