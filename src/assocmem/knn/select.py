@@ -48,6 +48,7 @@ def smallest_k(scores: torch.Tensor, k: int, group: int = DEFAULT_GROUP) -> tupl
     group_column = torch.gather(chosen, 1, torch.where(in_group, picked // group, 0)) * group + picked % group
     return values, torch.where(in_group, group_column, picked - k * group + grouped)
 
+
 def groups_pay(columns: int, k: int, group: int) -> bool:
     """Whether :func:`smallest_k` selects through groups (else topk over the whole row): the k selected groups must
     be a small share of the row's whole groups."""
