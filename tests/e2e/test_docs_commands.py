@@ -33,9 +33,9 @@ NOT_RUN = {  # first word(s) of a command -> why this test does not run it
     "bash benchmarks/gpu_check.sh --dry-run": "the GPU check's CPU dry run: tests/unit/train/test_gpu_check.py runs it",
     "PYTHONPATH=$PWD/src:/tmp/gpu-check-site": "the main run under the GPU image's versions: the default run, minutes",
     "python -m assocmem.memorisation.decisive": "rewrites its record in docs/results/ (minutes of simulation); "
-                                                "tests/unit/docs/test_results_record.py recomputes its cost",
+                                                "tests/unit/docs/test_decisive_records.py recomputes its cost",
     "python -m assocmem.report.reanalyse": "rewrites its record in docs/results/ (10 minutes of profile fits); "
-                                           "tests/unit/docs/test_results_record.py refits it",
+                                           "tests/unit/docs/test_memorisation_records.py refits it",
     "sinfo": "a SLURM cluster's own command", "sacctmgr": "a SLURM cluster's own command",
     "sbatch": "a SLURM cluster's own command", "squeue": "a SLURM cluster's own command",
     "sacct": "a SLURM cluster's own command", "tail -f": "watches a SLURM driver's log",

@@ -75,12 +75,13 @@ def test_theory_is_pure_math() -> None:
     assert outside == []
 
 
-SOURCE_FILES = [*sorted(PACKAGE_DIR.rglob("*.py")), *sorted((ROOT / "workflow" / "rules").glob("*.smk"))]
+SOURCE_FILES = [*sorted(PACKAGE_DIR.rglob("*.py")), *sorted((ROOT / "workflow" / "rules").glob("*.smk")),
+                *sorted((ROOT / "tests").rglob("*.py")), *sorted((ROOT / "benchmarks").rglob("*.py"))]
 
 
 @pytest.mark.parametrize("path", SOURCE_FILES, ids=lambda p: p.relative_to(ROOT).as_posix())
 def test_no_source_file_is_too_long(path) -> None:
-    """The package's modules and the workflow's rule files alike."""
+    """The package's modules, the workflow's rule files, the tests and the benchmarks alike."""
     assert len(path.read_text(encoding="utf-8").splitlines()) <= MAX_LINES
 
 

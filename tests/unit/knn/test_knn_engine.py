@@ -1,7 +1,7 @@
 """The k-NN engine, chosen once (assocmem.knn.engine): neighbours.device auto takes the GPU when torch sees one
 (faiss-gpu where faiss has GPU support, else the torch engine), the CPU otherwise, and says why; device names
 have one spelling (cuda). The device probes are faked: no GPU is needed. And the torch engine's own guarantees (its
-exactness on every engine: tests/unit/knn/test_knn_exact.py)."""
+exactness on every engine: tests/unit/knn/test_knn_exact.py and test_knn_engines_exact.py)."""
 
 from __future__ import annotations
 
