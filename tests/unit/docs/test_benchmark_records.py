@@ -9,8 +9,7 @@ import math
 
 import pytest
 from helpers import ROOT
-from test_memorisation_records import _close
-from test_results_record import _load, _section
+from test_results_record import _close, _load, _section
 
 
 def test_the_decisive_walls_cpu_record_is_its_own_arithmetic_and_the_docs_quote_it() -> None:

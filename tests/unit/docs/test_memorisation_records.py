@@ -8,12 +8,11 @@ import json
 import math
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pytest
 import yaml
 from helpers import ROOT
-from test_results_record import RECORDS, _load, _section
+from test_results_record import RECORDS, _close, _load, _section
 
 # ---------------------------------------------------------------- the memorisation grid (issue 25)
 
@@ -125,17 +124,6 @@ def test_the_budget_check_is_todays_comparison_of_the_two_records_and_results_md
         if row["n_b_2x"] != row["n_b_1x"]:
             assert f"from {row['n_b_1x']:,.0f} to {row['n_b_2x']:,.0f}" in section
     assert _load("memorisation_2x.json")["commit"] in section
-
-
-def _close(now, then) -> bool:
-    """Nested JSON values equal, floats to 1e-9 relative (nan equal to nan)."""
-    if isinstance(then, dict):
-        return isinstance(now, dict) and now.keys() == then.keys() and all(_close(now[k], then[k]) for k in then)
-    if isinstance(then, list):
-        return isinstance(now, list) and len(now) == len(then) and all(map(_close, now, then))
-    if isinstance(then, float) or isinstance(now, float):
-        return bool(np.isclose(now, then, rtol=1e-9, atol=0.0, equal_nan=True))
-    return now == then
 
 
 def test_the_precision_check_is_todays_comparison_of_its_records_and_results_md_quotes_it() -> None:

@@ -57,6 +57,17 @@ def test_record_reads_the_run_and_names_a_broken_input(tmp_path) -> None:
                command="c")
 
 
+def _close(now, then) -> bool:
+    """Nested JSON values equal, floats to 1e-9 relative (nan equal to nan)."""
+    if isinstance(then, dict):
+        return isinstance(now, dict) and now.keys() == then.keys() and all(_close(now[k], then[k]) for k in then)
+    if isinstance(then, list):
+        return isinstance(now, list) and len(now) == len(then) and all(map(_close, now, then))
+    if isinstance(then, float) or isinstance(now, float):
+        return bool(np.isclose(now, then, rtol=1e-9, atol=0.0, equal_nan=True))
+    return now == then
+
+
 def _verdict_table(section: str) -> dict[str, str]:
     """claim id -> verdict from the rows '| name (`id`) | verdict | ...' of one section of docs/results.md."""
     return dict(re.findall(r"^\| [^|]*\(`(\w+)`\) \| ([a-z-]+)[^|]*\|", section, re.M))
