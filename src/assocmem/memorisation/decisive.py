@@ -36,7 +36,6 @@ import argparse
 import datetime
 import json
 import re
-import subprocess
 import time
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
@@ -46,6 +45,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from assocmem.checkout import checkout_state
 from assocmem.io import read_json, write_csv, write_json
 from assocmem.memorisation import boundary as mb
 from assocmem.memorisation import boundary_budget as bb
@@ -243,15 +243,12 @@ def record_fit(recorded: pd.DataFrame) -> dict[str, Any]:
 
 
 def _commit() -> str:
-    """The checkout's commit, with '+changes' where its tracked files differ from it; 'no git' where the machine has
-    no git (a record written there is not lost for want of its commit)."""
-    try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
-        dirty = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", "src"], cwd=ROOT,
-                               capture_output=True).returncode != 0
-    except OSError:
+    """The checkout's commit, with '+changes' where its tracked files under src differ from it; 'no git' where the
+    machine has no git or the code is no git checkout (a record written there is not lost for want of its commit)."""
+    state = checkout_state(ROOT, paths=("src",), digits=7)
+    if state.commit is None:
         return "no git"
-    return head.stdout.strip() + ("+changes" if dirty else "")
+    return state.commit + ("+changes" if state.dirty else "")
 
 
 def exploration_paths(seeds_per_cell: int) -> tuple[Path, Path]:

@@ -11,12 +11,12 @@ import contextlib
 import html
 import json
 import os
-import subprocess
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from assocmem.checkout import checkout_state
 from assocmem.io import sha256_file
 
 CHECKOUT = Path(__file__).resolve().parents[3]  # src/assocmem/report/header.py -> the repository root
@@ -59,20 +59,11 @@ def run_header(config: dict[str, Any], config_files: list[dict[str, str]], devic
 
 
 def git_state(checkout: Path) -> str:
-    """The checkout's commit, with '(uncommitted changes)' when its working tree differs from it."""
-    def git(*args: str) -> str | None:
-        try:
-            result = subprocess.run(["git", "-C", str(checkout), *args], capture_output=True, text=True,
-                                    timeout=20, check=False)
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-        return result.stdout.strip() if result.returncode == 0 else None
-
-    commit = git("rev-parse", "--short=12", "HEAD")
-    if commit is None:
+    """The checkout's commit, with '(uncommitted changes)' when its tracked files differ from it."""
+    state = checkout_state(checkout)
+    if state.commit is None:
         return "not a git checkout"
-    dirty = git("status", "--porcelain", "--untracked-files=no")
-    return f"git {commit}" + (" (uncommitted changes)" if dirty else "")
+    return f"git {state.commit}" + (" (uncommitted changes)" if state.dirty else "")
 
 
 def config_files_of_the_run() -> list[dict[str, str]]:

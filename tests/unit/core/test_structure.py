@@ -13,7 +13,7 @@ from assocmem.codehash import PACKAGE_DIR, module_closure, references
 
 # Each room may import only rooms of a lower level.
 LEVELS = (
-    {"errors", "data", "layout", "schemas", "rerun"},
+    {"errors", "data", "layout", "schemas", "rerun", "checkout"},
     {"io", "runtime", "gemm", "theory", "stats", "progress", "targets"},
     {"codehash", "tokenstore", "model", "testing", "provenance", "tables", "stamps", "runlock", "autotune"},
     {"tokenwriter", "subsets", "stopping", "footprint", "trust"},

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from torch.nn import functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
+from assocmem import checkout
 from assocmem.memorisation import decisive
 from assocmem.memorisation import decisive_floor as df
 from assocmem.memorisation import power_alternatives as pa
@@ -117,5 +118,12 @@ def test_a_record_made_where_there_is_no_git_names_that_instead_of_failing(monke
     def no_git(*args, **kwargs):
         raise FileNotFoundError("git")
 
-    monkeypatch.setattr(decisive.subprocess, "run", no_git)
+    monkeypatch.setattr(checkout.subprocess, "run", no_git)
+    assert decisive._commit() == "no git"
+
+
+def test_a_record_made_outside_a_git_checkout_names_no_commit(monkeypatch, tmp_path) -> None:
+    """Code copied out of its checkout (an unpacked archive) has git but no repository: the commit reads 'no git',
+    not an empty hash or '+changes'."""
+    monkeypatch.setattr(decisive, "ROOT", tmp_path)
     assert decisive._commit() == "no git"
