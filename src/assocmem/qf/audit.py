@@ -8,8 +8,9 @@ from typing import Any
 
 from assocmem.io import sha256_file
 from assocmem.qf.compare import compare_with_reference, fidelity_rows
-from assocmem.qf.fit import FIDELITY_THRESHOLD, FIT_SEED, N_BOOT, heldout_fidelity, parse_templates
 from assocmem.qf.generate import read_qf
+from assocmem.qf.heldout import FIDELITY_THRESHOLD, FIT_SEED, N_BOOT, heldout_fidelity
+from assocmem.qf.mle import parse_templates
 from assocmem.qf.weights import distribution, read_fitted
 
 

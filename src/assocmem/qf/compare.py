@@ -8,7 +8,7 @@ the generated frequencies, duplicates, overlap, repeated nouns, and word uniform
 :func:`fidelity_rows` is the fidelity measure the report shows: TV distance of the (task, template),
 sentence-length and task distributions, each beside its noise floor (mean TV between two independent
 samples of the generated and the reference sizes drawn from one distribution), with TV <= 1.5 x noise
-floor as the goal. :mod:`assocmem.qf.fit` applies it to held-out halves of McCoy's files.
+floor as the goal. :mod:`assocmem.qf.heldout` applies it to held-out halves of McCoy's files.
 
 Sampling-noise yardstick of :func:`compare_splits`: a TVD between a reference of n lines and a generator
 is positive even when they share one distribution. ``noise`` draws ``n_boot`` subsamples of n lines from

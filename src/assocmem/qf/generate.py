@@ -251,7 +251,7 @@ def generate_splits(*, n_train: int = DEFAULT_SIZES["train"], n_dev: int = DEFAU
     streams = _published_streams if dist.gen is None else _fitted_streams
     pools = streams(rng, dist, n_train + n_dev + n_test, n_gen, dedupe)
     iid = [pools.iid[i] for i in rng.permutation(len(pools.iid))]
-    # McCoy's gen file is in generation order (its tail is all ORC, see qf.fit.quota_prefix); the published
+    # McCoy's gen file is in generation order (its tail is all ORC, see qf.mle.quota_prefix); the published
     # mode keeps its historical shuffle.
     gen = pools.gen if dist.gen_quota else [pools.gen[i] for i in rng.permutation(len(pools.gen))]
     splits = {

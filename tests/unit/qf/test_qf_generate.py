@@ -15,7 +15,6 @@ from qf_oracles import n_predicted_tokens
 from scipy.stats import chisquare
 
 from assocmem.errors import AssocmemError
-from assocmem.qf.fit import iid_cell_probabilities
 from assocmem.qf.generate import (
     DEFAULT_SIZES,
     QFExample,
@@ -36,6 +35,7 @@ from assocmem.qf.grammar import (
     question_templates,
     template_of,
 )
+from assocmem.qf.heldout import iid_cell_probabilities
 from assocmem.qf.weights import distribution
 
 QF_SHARED = SHARED / "data" / "question_formation"
