@@ -23,6 +23,7 @@ from assocmem.report.columns import human_label
 from assocmem.report.evidence import Evidence
 from assocmem.report.figure_writer import EarlyFigure, early_figure, parallel_figures
 from assocmem.report.header import config_files_of_the_run, run_header
+from assocmem.report.html_page import render_html
 from assocmem.report.memorisation import memorisation_section
 from assocmem.report.render import (
     CE_UNIT,
@@ -34,7 +35,6 @@ from assocmem.report.render import (
     errata_section,
     markdown_table,
     quantity_header,
-    render_html,
     render_markdown,
 )
 from assocmem.report.swap import keep_copy, swapped_in

@@ -18,7 +18,7 @@ import pytest
 
 from assocmem import layout
 from assocmem.io import read_json, write_json
-from assocmem.report import build, claims, render
+from assocmem.report import build, claims, html_page, render
 from assocmem.report.artifacts import Experiment, load_grid_analysis
 from assocmem.report.claims.memorisation import (
     GRID_COMMAND,
@@ -342,7 +342,7 @@ def test_the_section_renders_with_its_figures(grids, name, tmp_path) -> None:
         checks = [memorisation(analysis)]
         pages = [section, *build.theory_sections(checks, tmp_path)]
         markdown = render.render_markdown("report", checks, pages, tmp_path)
-        page = render.render_html("report", checks, pages)
+        page = html_page.render_html("report", checks, pages)
         assert "memorisation_boundary_memorisation.png" in markdown and "Memorisation grid: memorisation" in page
         assert "Memorisation (Sec. 5)" in page and "power paper" in markdown.lower()
     if name == "censored":

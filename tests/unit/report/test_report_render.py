@@ -10,20 +10,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from assocmem.report import claims, render
+from assocmem.report import claims, html_page, render
 from assocmem.report.build import numbers_tables, stage_timings, theory_sections
 from assocmem.report.columns import HEADERS, WORDS
 from assocmem.report.figures import radius_star, save_figure
-from assocmem.report.render import (
-    Section,
-    checks_json,
-    claim_section,
-    first_sentence,
-    inline_html,
-    markdown_table,
-    render_html,
-    render_markdown,
-)
+from assocmem.report.html_page import inline_html, render_html
+from assocmem.report.render import Section, checks_json, claim_section, first_sentence, markdown_table, render_markdown
 
 CHECKS = [{"id": "prop3", "claim": "Proposition 3: ...", "verdict": "refuted", "how": "corrected",
            "computed": "g - 2E on a counterexample.", "evidence": "App. C.1 is wrong. Second sentence.",
@@ -251,30 +243,30 @@ def _relative_luminance(hex_colour: str) -> float:
     return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
 
 
-@pytest.mark.parametrize("verdict", render.VERDICTS)
+@pytest.mark.parametrize("verdict", claims.VERDICTS)
 def test_badges_are_readable_white_on_colour(verdict):
-    contrast = 1.05 / (_relative_luminance(render.VERDICT_COLOURS[verdict]) + 0.05)
+    contrast = 1.05 / (_relative_luminance(html_page.VERDICT_COLOURS[verdict]) + 0.05)
     assert contrast >= 4.5  # WCAG AA for normal text
-    assert f".v-{verdict}{{background:{render.VERDICT_COLOURS[verdict]}}}" in render.CSS
+    assert f".v-{verdict}{{background:{html_page.VERDICT_COLOURS[verdict]}}}" in html_page.CSS
 
 
 def test_long_code_blocks_are_collapsed():
     short = Section("S", paragraphs=["```a: 1\n```"])
-    long = Section("L", paragraphs=["```" + "a: 1\n" * (render.OPEN_CODE_LINES + 5) + "```"])
+    long = Section("L", paragraphs=["```" + "a: 1\n" * (html_page.OPEN_CODE_LINES + 5) + "```"])
     page = render_html("T", CHECKS, [short, long])
-    assert "<pre>a: 1\n</pre>" in page and f"Show all {render.OPEN_CODE_LINES + 5} lines" in page
+    assert "<pre>a: 1\n</pre>" in page and f"Show all {html_page.OPEN_CODE_LINES + 5} lines" in page
 
 
 def test_png_display_width_keeps_figures_at_one_scale(tmp_path):
     fig, _ = plt.subplots(figsize=(5, 3))
-    fig.savefig(tmp_path / "w.png", dpi=render.PNG_DPI)
+    fig.savefig(tmp_path / "w.png", dpi=html_page.PNG_DPI)
     plt.close(fig)
-    assert render.png_display_width((tmp_path / "w.png").read_bytes()) == 5 * render.CSS_PX_PER_INCH
-    assert render.png_display_width(b"GIF89a") is None
+    assert html_page.png_display_width((tmp_path / "w.png").read_bytes()) == 5 * html_page.CSS_PX_PER_INCH
+    assert html_page.png_display_width(b"GIF89a") is None
 
 
 def test_katex_bundle_inlines_every_font():
-    css, script = render.katex_bundle()
+    css, script = html_page.katex_bundle()
     fonts = list((resources.files("assocmem.report") / "assets" / "katex" / "fonts").iterdir())
     assert css.count("data:font/woff2;base64,") == len(fonts) == 20
     assert "katex" in script[:2000].lower()

@@ -9,11 +9,12 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from assocmem.report import render
+from assocmem.report import html_page
 from assocmem.report.build import WIDE_TABLE_COLUMNS, numbers_tables
 from assocmem.report.columns import HEADERS, human_header, human_label
 from assocmem.report.header import RunHeader
-from assocmem.report.render import Section, format_number, html_table, markdown_table, render_html, render_markdown
+from assocmem.report.html_page import html_table, render_html
+from assocmem.report.render import Section, format_number, markdown_table, render_markdown
 
 MATH = re.compile(r"(?<!\\)\$.+?(?<!\\)\$")
 
@@ -108,7 +109,7 @@ def test_every_table_of_a_page_is_in_its_scrolling_box_with_word_headers(tmp_pat
     parsed = _tables(page)
     assert len(parsed.parents) == 5 and set(parsed.parents) == {"table-wrap"}  # the run header's table too
     assert parsed.headers and not [h for h in parsed.headers if "_" in h]
-    assert ".table-wrap{overflow-x:auto" in render.CSS
+    assert ".table-wrap{overflow-x:auto" in html_page.CSS
     markdown = render_markdown("T", checks, [section], tmp_path)
     lines = markdown.splitlines()
     header_lines = [line for line, below in zip(lines, lines[1:], strict=False) if below.startswith("|---")]
