@@ -29,6 +29,7 @@ from assocmem.errors import AssocmemError
 from assocmem.memorisation import boundary as mb
 from assocmem.memorisation import boundary_budget as bb
 from assocmem.memorisation import boundary_overhead as bo
+from assocmem.memorisation import boundary_power as bp
 from assocmem.memorisation import power_alternatives as pa
 from assocmem.memorisation.cells import grid_table, stored_at
 
@@ -154,9 +155,9 @@ def analyse(runs: pd.DataFrame, information: dict[str, Any], threshold: float, s
     design = runs[["n_params", "n_facts", "seed"]]
     # at the fitted sharpness and at a near step (Firth shrinks k: the fitted one flatters the design), the boundary
     # jittered within half an N step, since a boundary pinned on the grid's middle makes 1.35 and 2 look alike
-    powers = [mb.design_power(design, k=value, n_sim=power_sims, seed=seed, jitter=True) for value in (k, K_SHARP)]
-    paper = [mb.can_decide(power, mb.PAPER_PAIRS) for power in powers]
-    every = [mb.can_decide(power) for power in powers]
+    powers = [bp.design_power(design, k=value, n_sim=power_sims, seed=seed, jitter=True) for value in (k, K_SHARP)]
+    paper = [bp.can_decide(power, bp.PAPER_PAIRS) for power in powers]
+    every = [bp.can_decide(power) for power in powers]
     decide = all(ok for ok, _ in paper)
     reason = next((why for ok, why in paper if not ok), paper[0][1])
     tells_all = all(ok for ok, _ in every)
@@ -203,7 +204,7 @@ def overhead_analysis(runs: pd.DataFrame, bits_per_fact: float, *, power_sims: i
     except AssocmemError as err:
         return {**out, "alternatives": None, "alternatives_can_decide": False,
                 "alternatives_reason": f"no truths to simulate from this grid: {err}"}
-    decide, reason = pa.can_decide(power, mb.PAPER_PAIRS, model=primary)
+    decide, reason = pa.can_decide(power, bp.PAPER_PAIRS, model=primary)
     every, every_reason = pa.can_decide(power, model=primary)
     return {**out, "alternatives": power, "alternatives_can_decide": decide, "alternatives_reason": reason,
             "alternatives_tell_every_law_apart": every, "alternatives_every_law_reason": every_reason}

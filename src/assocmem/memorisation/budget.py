@@ -22,6 +22,7 @@ import pandas as pd
 
 from assocmem.io import write_json
 from assocmem.memorisation import boundary as mb
+from assocmem.memorisation import boundary_power as bp
 from assocmem.memorisation.analysis import K_SHARP
 
 # config/memorisation.yaml's model sizes (parameters, vocabulary of 37) and numbers of facts, one seed
@@ -39,9 +40,9 @@ def design() -> pd.DataFrame:
 def compute() -> dict[str, Any]:
     """The power of the budget grid: per law, the coverage of the 95% interval and the share of grids whose interval
     excludes each other law; whether it can carry a verdict on the paper (its 2 told from 1 and 1.35)."""
-    power = mb.design_power(design(), k=K_SHARP, n_sim=SIMULATIONS, seed=SEED, jitter=True)
-    decide, reason = mb.can_decide(power, mb.PAPER_PAIRS)
-    true, other, share = mb.weakest_separation(power, mb.PAPER_PAIRS)
+    power = bp.design_power(design(), k=K_SHARP, n_sim=SIMULATIONS, seed=SEED, jitter=True)
+    decide, reason = bp.can_decide(power, bp.PAPER_PAIRS)
+    true, other, share = bp.weakest_separation(power, bp.PAPER_PAIRS)
     return {"runs": len(design()), "n_params": list(N_PARAMS), "n_facts": list(N_FACTS), "seeds": 1, "k": K_SHARP,
             "n_sim": SIMULATIONS, "seed": SEED, "can_decide": decide, "reason": reason,
             "weakest": {"true": true, "other": other, "excluded": share},
@@ -62,7 +63,7 @@ def sentence(record: dict[str, Any]) -> str:
             f"near-step boundary ($k={record['k']:g}$, "
             f"{record['n_sim']} simulated grids per law): simulated at $b={laws[weakest['true']]:.3g}$, its interval "
             f"excludes {laws[weakest['other']]:.3g} in {weakest['excluded']:.1%} of grids (needed "
-            f"{mb.MIN_POWER:.0%}), and a smoother boundary leaves it less power.")
+            f"{bp.MIN_POWER:.0%}), and a smoother boundary leaves it less power.")
 
 
 if __name__ == "__main__":

@@ -49,6 +49,7 @@ from assocmem.checkout import checkout_state
 from assocmem.io import read_json, write_csv, write_json
 from assocmem.memorisation import boundary as mb
 from assocmem.memorisation import boundary_budget as bb
+from assocmem.memorisation import boundary_power as bp
 from assocmem.memorisation import power_alternatives as pa
 from assocmem.memorisation.cells import stored_at
 
@@ -182,8 +183,8 @@ def critical_value_sensitivity(judged: dict[str, Any], calibration_power: dict[s
         rows.append({"choice": choice, "threshold": value,
                      "min_coverage": min(row["at"]["coverage"] for row in power["rows"]),
                      "weakest_paper_exclusion": min(row["at"]["excludes"][other] for row in power["rows"]
-                                                    for true, other in mb.PAPER_PAIRS if row["law"] == true),
-                     **dict(zip(("can_decide", "reason"), pa.can_decide(power, mb.PAPER_PAIRS, model="at"),
+                                                    for true, other in bp.PAPER_PAIRS if row["law"] == true),
+                     **dict(zip(("can_decide", "reason"), pa.can_decide(power, bp.PAPER_PAIRS, model="at"),
                                 strict=True))})
     return rows
 
@@ -231,7 +232,7 @@ def compute(n_sim: int = SIMULATIONS, seeds: tuple[int, int] = STATED_SEEDS,
 
 def decision(power: dict[str, Any], model: str) -> dict[str, Any]:
     """Whether ``model``'s interval decides the paper's 2 against 1 and 1.35, and every law against every other."""
-    decide, reason = pa.can_decide(power, mb.PAPER_PAIRS, model=model)
+    decide, reason = pa.can_decide(power, bp.PAPER_PAIRS, model=model)
     every, every_reason = pa.can_decide(power, model=model)
     return {"can_decide": decide, "reason": reason, "tells_every_law_apart": every, "every_law_reason": every_reason}
 

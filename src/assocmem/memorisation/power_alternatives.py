@@ -34,12 +34,13 @@ from assocmem.errors import AssocmemError
 from assocmem.memorisation import boundary as mb
 from assocmem.memorisation import boundary_budget as bb
 from assocmem.memorisation import boundary_overhead as bo
+from assocmem.memorisation import boundary_power as bp
 
 FAMILIES = ("pure", "overhead", "budget")
 FAMILY_LABELS = {"pure": "pure power law (no overhead)", "overhead": "power law plus a fixed overhead",
                  "budget": "overhead, boundary moved by the exposure budget"}
-MIN_COVERAGE = mb.MIN_COVERAGE
-MIN_POWER = mb.MIN_POWER
+MIN_COVERAGE = bp.MIN_COVERAGE
+MIN_POWER = bp.MIN_POWER
 
 
 def _two_fixed(values: dict[int, float]) -> bo.Mapping:

@@ -62,15 +62,15 @@ def test_the_memorisation_power_at_the_shipped_design_recovers_each_law() -> Non
     """Issue 25, done-when: grids simulated at the shipped design (its N, D and seeds) with b = 1, 1.35 and 2 are
     recovered and told apart with coverage >= 90% at nominal 95%; an independent replicate (another seed) of the
     sweep stage's own check, at the near-step sharpness where the design is weakest against a pinned grid."""
-    from assocmem.memorisation import boundary as mb
+    from assocmem.memorisation import boundary_power as bp
 
     memo = _memorisation()["memorisation"]
     design = pd.DataFrame(memo["runs"])[["n_params", "n_facts", "seed"]]
-    power = mb.design_power(design, k=memo["power_sharp"]["k"], n_sim=200, seed=12345, jitter=True)
+    power = bp.design_power(design, k=memo["power_sharp"]["k"], n_sim=200, seed=12345, jitter=True)
     for row in power["by_b"]:
-        assert row["coverage"] >= mb.MIN_COVERAGE, row
+        assert row["coverage"] >= bp.MIN_COVERAGE, row
         assert row["mean_b"] == pytest.approx(row["b"], abs=max(0.15, 0.25 * row["median_width"])), row
-    assert mb.can_decide(power, mb.PAPER_PAIRS)[0]
+    assert bp.can_decide(power, bp.PAPER_PAIRS)[0]
 
 
 # ---------------------------------------------------------------- the memorisation re-analysis (issue 38)

@@ -14,6 +14,7 @@ from scipy import special
 
 from assocmem.memorisation import boundary as mb
 from assocmem.memorisation import boundary_overhead as bo
+from assocmem.memorisation import boundary_power as bp
 from assocmem.memorisation import power_alternatives as pa
 from assocmem.memorisation.cells import stored_at
 
@@ -77,7 +78,7 @@ def test_the_power_simulation_with_an_overhead_truth_flags_the_pure_laws_bias() 
     for row in power["rows"]:
         assert row["pure"]["coverage"] == 0.0 and row["pure"]["median_b"] < 0.6, row
         assert row["overhead"]["coverage"] >= 2 / 3, row
-    assert not pa.can_decide(power, mb.PAPER_PAIRS)[0]
+    assert not pa.can_decide(power, bp.PAPER_PAIRS)[0]
 
 
 def test_can_decide_needs_coverage_under_every_truth_and_the_wrong_law_excluded() -> None:
@@ -92,5 +93,5 @@ def test_can_decide_needs_coverage_under_every_truth_and_the_wrong_law_excluded(
     ok, why = pa.can_decide(uncovered)
     assert not ok and "coverage 80%" in why and "budget" in why
     weak = {"n_sim": 10, "rows": [*good["rows"][:-1], row("budget", "paper", 0.95, 0.5)]}
-    ok, why = pa.can_decide(weak, mb.PAPER_PAIRS)
+    ok, why = pa.can_decide(weak, bp.PAPER_PAIRS)
     assert not ok and "excludes" in why and "50%" in why

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from assocmem.errors import AssocmemError
 from assocmem.facts.generate import FactsSpec, write_facts
 from assocmem.facts.tokenize import tokenize_facts_dir, vocabulary
-from assocmem.memorisation import boundary as mb
+from assocmem.memorisation import boundary_power as bp
 from assocmem.memorisation.analysis import analyse, headline, pattern_summary
 from assocmem.memorisation.cells import grid_table, run_row, stored_at
 from assocmem.memorisation.patterns import nearest_neighbour_distances, pattern_row, pattern_states
@@ -67,7 +67,7 @@ def simulated(b: float, k: float, seeds: int = 3, seed: int = 0) -> pd.DataFrame
     n_values = np.geomspace(800, 60_000, 8).round()
     design = pd.DataFrame([(n, d, s) for n in n_values for d in (128, 256, 512, 1024) for s in range(seeds)],
                           columns=["n_params", "n_facts", "seed"])
-    runs = mb.simulate_runs(design, b, k, np.random.default_rng(seed))
+    runs = bp.simulate_runs(design, b, k, np.random.default_rng(seed))
     recall = np.where(runs["stored"], 0.97, 0.6)
     return runs.assign(recall=recall, stop_rule=np.where(runs["stored"], "recall", "budget"),
                        recall_half_budget=recall - 0.1, budget_limited=~runs["stored"])

@@ -19,6 +19,7 @@ from scipy import optimize, special
 
 from assocmem.errors import AssocmemError
 from assocmem.memorisation import boundary as mb
+from assocmem.memorisation import boundary_power as bp
 
 N_GRID = np.geomspace(1e4, 2.56e6, 8)  # 256x
 D_GRID = np.geomspace(100, 1600, 4)  # 16x: the N range is the square of the D range
@@ -77,7 +78,7 @@ def test_on_noise_free_grids_the_interval_lies_inside_the_separating_exponents()
 @settings(max_examples=10, deadline=None)
 @given(b=st.floats(0.5, 2.5), k=st.floats(2.0, 8.0), seed=st.integers(0, 10_000))
 def test_simulated_grids_give_a_finite_ordered_interval(b, k, seed) -> None:
-    runs = mb.simulate_runs(design(N_GRID, D_GRID), b, k, np.random.default_rng(seed))
+    runs = bp.simulate_runs(design(N_GRID, D_GRID), b, k, np.random.default_rng(seed))
     fit = mb.fit_storage_boundary(runs)
     assert np.isfinite(fit.b) and np.isfinite(fit.k) and fit.k > 0
     assert fit.b_low <= fit.b <= fit.b_high
@@ -110,7 +111,7 @@ def _scan_end(gap, inner: float, direction: int) -> float:
 
 
 def test_the_profile_interval_matches_a_brute_force_scan() -> None:
-    runs = mb.simulate_runs(design(np.geomspace(1e3, 6.4e4, 5), np.geomspace(50, 400, 3), seeds=2), 1.0, 2.0,
+    runs = bp.simulate_runs(design(np.geomspace(1e3, 6.4e4, 5), np.geomspace(50, 400, 3), seeds=2), 1.0, 2.0,
                             np.random.default_rng(7))
     fit = mb.fit_storage_boundary(runs)
     x = np.log(runs["n_params"].to_numpy()) - np.mean(np.log(runs["n_params"].unique()))
@@ -132,7 +133,7 @@ def test_the_profile_interval_matches_a_brute_force_scan() -> None:
 
 
 def test_firth_agrees_with_the_plain_mle_on_a_large_unseparated_sample() -> None:
-    runs = mb.simulate_runs(design(np.geomspace(1e3, 2e5, 7), np.geomspace(150, 2100, 4), seeds=60), 1 / 0.74,
+    runs = bp.simulate_runs(design(np.geomspace(1e3, 2e5, 7), np.geomspace(150, 2100, 4), seeds=60), 1 / 0.74,
                             1.5, np.random.default_rng(3))
     fit = mb.fit_storage_boundary(runs)
     x = np.log(runs["n_params"].to_numpy())
@@ -161,12 +162,12 @@ def _report(name: str, power: dict, seconds: float) -> None:
         print(f"  b = {row['b']:.3f}: coverage {row['coverage']:.1%}, mean b {row['mean_b']:.3f}, median "
               f"{row['median_b']:.3f}, median width {row['median_width']:.3f}, failed {row['failed']:.1%}; "
               f"excludes {excludes}")
-    print("  can decide:", mb.can_decide(power))
+    print("  can decide:", bp.can_decide(power))
 
 
 def _timed_power(name: str, runs: pd.DataFrame, **kwargs) -> dict:
     start = time.perf_counter()
-    power = mb.design_power(runs, **kwargs)
+    power = bp.design_power(runs, **kwargs)
     _report(name, power, time.perf_counter() - start)
     return power
 
@@ -176,34 +177,34 @@ def test_the_interval_is_calibrated_at_a_realistic_design() -> None:
     b = 1, 1.35 and 2 and tells the paper's 2 from both others, but not 1 from 1.35: this design cannot decide."""
     power = _timed_power("realistic design", REALISTIC, k=4.0, n_sim=200, seed=0)
     rows = {row["law"]: row for row in power["by_b"]}
-    assert all(row["coverage"] >= mb.MIN_COVERAGE and row["failed"] == 0 for row in rows.values())
-    assert min(rows["paper"]["excludes"].values()) >= mb.MIN_POWER
-    assert rows["allen_zhu"]["excludes"]["paper"] >= mb.MIN_POWER and rows["kaplan"]["excludes"]["paper"] >= 0.9
-    decided, reason = mb.can_decide(power)
+    assert all(row["coverage"] >= bp.MIN_COVERAGE and row["failed"] == 0 for row in rows.values())
+    assert min(rows["paper"]["excludes"].values()) >= bp.MIN_POWER
+    assert rows["allen_zhu"]["excludes"]["paper"] >= bp.MIN_POWER and rows["kaplan"]["excludes"]["paper"] >= 0.9
+    decided, reason = bp.can_decide(power)
     assert not decided and "allen_zhu" in reason and "kaplan" in reason
 
 
 def test_a_sharp_transition_stays_calibrated_where_the_boundary_falls_anywhere_in_a_grid_cell() -> None:
     power = _timed_power("realistic design, sharp", REALISTIC, k=100.0, n_sim=100, seed=1, jitter=True)
-    assert all(row["coverage"] >= mb.MIN_COVERAGE for row in power["by_b"])
+    assert all(row["coverage"] >= bp.MIN_COVERAGE for row in power["by_b"])
 
 
 def test_a_denser_n_grid_can_decide_and_a_weak_design_cannot() -> None:
     dense = _timed_power("13 N values", design(np.geomspace(1e3, 2e5, 13), np.geomspace(150, 2100, 4)),
                          k=4.0, n_sim=200, seed=0)
-    assert mb.can_decide(dense)[0]
+    assert bp.can_decide(dense)[0]
     weak = _timed_power("weak design", design(np.geomspace(1e3, 4e3, 3), np.geomspace(150, 2100, 4), seeds=1),
                         k=4.0, n_sim=40, seed=0)
-    decided, reason = mb.can_decide(weak)
+    decided, reason = bp.can_decide(weak)
     assert not decided and reason
     assert max(row["failed"] for row in weak["by_b"]) > 0  # grids where every run stored, or none did
 
 
 def test_the_power_simulation_is_reproducible_from_its_seed() -> None:
     small = design(np.geomspace(1e3, 2e5, 5), np.geomspace(150, 2100, 3), seeds=1)
-    first, again = (mb.design_power(small, k=3.0, n_sim=5, seed=11) for _ in range(2))
+    first, again = (bp.design_power(small, k=3.0, n_sim=5, seed=11) for _ in range(2))
     assert first == again
-    assert mb.design_power(small, k=3.0, n_sim=5, seed=12) != first
+    assert bp.design_power(small, k=3.0, n_sim=5, seed=12) != first
 
 
 def _power(coverage: dict[str, float], excludes: dict[str, dict[str, float]]) -> dict:
@@ -216,20 +217,20 @@ GOOD = {"allen_zhu": {"kaplan": 0.85, "paper": 1.0}, "kaplan": {"allen_zhu": 0.9
 
 
 def test_the_gate_needs_calibration_everywhere_and_power_for_every_pair() -> None:
-    assert mb.can_decide(_power(dict.fromkeys(mb.LAWS, 0.95), GOOD))[0]
-    decided, reason = mb.can_decide(_power({"allen_zhu": 0.95, "kaplan": 0.87, "paper": 0.93}, GOOD))
+    assert bp.can_decide(_power(dict.fromkeys(mb.LAWS, 0.95), GOOD))[0]
+    decided, reason = bp.can_decide(_power({"allen_zhu": 0.95, "kaplan": 0.87, "paper": 0.93}, GOOD))
     assert not decided and "coverage 87% at b = 1.35" in reason
     weak = {**GOOD, "kaplan": {"allen_zhu": 0.6, "paper": 0.99}}
-    decided, reason = mb.can_decide(_power(dict.fromkeys(mb.LAWS, 0.95), weak))
+    decided, reason = bp.can_decide(_power(dict.fromkeys(mb.LAWS, 0.95), weak))
     assert not decided and "excludes 1 in 60%" in reason and "kaplan" in reason
-    decided, reason = mb.can_decide(_power({"allen_zhu": 0.95, "paper": 0.95}, GOOD))
+    decided, reason = bp.can_decide(_power({"allen_zhu": 0.95, "paper": 0.95}, GOOD))
     assert not decided and "kaplan" in reason
 
 
 # --- the fit's other outputs
 
 def test_the_boundary_at_any_d_and_its_interval() -> None:
-    runs = mb.simulate_runs(design(N_GRID, D_GRID), 1.5, 4.0, np.random.default_rng(2))
+    runs = bp.simulate_runs(design(N_GRID, D_GRID), 1.5, 4.0, np.random.default_rng(2))
     fit = mb.fit_storage_boundary(runs)
     for d, n_b, low, high in zip(fit.sizes, fit.n_b, fit.n_b_low, fit.n_b_high, strict=True):
         assert n_b == pytest.approx(np.exp(fit.c + fit.b * np.log(d / fit.d_ref)), rel=1e-6)
@@ -303,4 +304,4 @@ def test_the_fit_names_what_it_lacks() -> None:
     with pytest.raises(AssocmemError, match="not positive"):
         mb.fit_storage_boundary(runs.assign(stored=~runs["stored"]))
     with pytest.raises(AssocmemError, match="lacks the column.* seed"):
-        mb.design_power(runs.drop(columns="seed"), k=4.0, n_sim=1, seed=0)
+        bp.design_power(runs.drop(columns="seed"), k=4.0, n_sim=1, seed=0)
