@@ -22,6 +22,7 @@ from tqdm import tqdm
 
 from assocmem.activations.hf import dump_hf_chunk_activations
 from assocmem.activations.hf_models import load_causal_lm
+from assocmem.autotune.measure import rotated
 
 SMALL_CPU = {"n_layer": 4, "n_embd": 256, "n_head": 4, "vocab_size": 50257, "n_positions": 256}
 GPT2_MEDIUM = {"n_layer": 24, "n_embd": 1024, "n_head": 16, "vocab_size": 50257, "n_positions": 1024}
@@ -60,7 +61,7 @@ def bench(label: str, spec: dict, n_chunks: int, n_baseline: int, chunk_len: int
         dump_chunks_per_s(model, tokens[: min(2 * batch_size, n_chunks)], batch_size, Path(tmp))  # warm-up
         names = list(arms)
         for round_ in range(rounds):
-            for name in names[round_ % 3:] + names[:round_ % 3]:
+            for name in rotated(names, round_):
                 rates[name].append(arms[name]())
     print(f"\n== {label}: {info['n_params'] / 1e6:.1f}M params, {info['dtype']} on {device}, "
           f"{chunk_len}-token chunks, {rounds} interleaved rounds (min-max)")

@@ -24,7 +24,7 @@ from functools import partial
 import numpy as np
 import torch
 
-from assocmem.autotune.measure import cpu_model_and_flags
+from assocmem.autotune.measure import cpu_model_and_flags, rotated
 from assocmem.knn import GemmBlocks, gemm_knn
 from assocmem.knn.select import smallest_k
 
@@ -41,7 +41,7 @@ def rounds_of(arms: dict[str, Callable[[], object]], rounds: int, repeats: int) 
     """Each arm's seconds per call in every round, the arms' order rotating from round to round."""
     names, seconds = list(arms), {name: [] for name in arms}
     for round_ in range(rounds):
-        for name in names[round_ % len(names):] + names[: round_ % len(names)]:
+        for name in rotated(names, round_):
             seconds[name].append(timed(arms[name], repeats))
     return seconds
 
@@ -87,7 +87,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--queries", type=int, default=4096, help="part 2's queries")
-    parser.add_argument("--groups", default="0,16,32,64")
+    parser.add_argument("--groups", default="0,16,32,64", help="column groups to time; 0 (topk, the baseline) is "
+                        "always timed")
     parser.add_argument("--ks", default="9,17,33")
     parser.add_argument("--dims", default="64,1024")
     parser.add_argument("--pools", default="17,19")
@@ -96,7 +97,8 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     print(f"{cpu_model_and_flags()[0]}; torch {torch.__version__}, {args.threads} thread(s)")
-    selection(args.rounds, [int(g) for g in args.groups.split(",")], [int(k) for k in args.ks.split(",")])
+    groups = [0, *(g for g in dict.fromkeys(int(g) for g in args.groups.split(",")) if g != 0)]
+    selection(args.rounds, groups, [int(k) for k in args.ks.split(",")])
     other_blocks = [GemmBlocks(*(int(n) for n in arm.split("x"))) for arm in args.blocks.split(",") if arm]
     searches(args.rounds, args.queries, [int(d) for d in args.dims.split(",")], [int(p) for p in args.pools.split(",")],
              other_blocks)

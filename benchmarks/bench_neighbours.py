@@ -40,6 +40,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from assocmem.autotune.measure import rotated
 from assocmem.gemm import onednn_available, onednn_linear
 from assocmem.knn import knn, search_layer
 from assocmem.knn.engine import Engine, resolve_engine
@@ -148,8 +149,7 @@ def bench_speed(rows: int, dim: int, k: int, rounds: int, seed: int, arms: list[
     for round_ in range(rounds):
         peak = gemm_peak(dim)
         peaks.append(max(peak.values()))
-        order = arms[round_ % len(arms):] + arms[:round_ % len(arms)]
-        for arm in order:
+        for arm in rotated(arms, round_):
             elapsed, ids[arm] = timed(runs[arm])
             seconds[arm].append(elapsed)
         print(f"  round {round_ + 1}: GEMM peak " + ", ".join(f"{n} {v / 1e9:.1f}" for n, v in peak.items())

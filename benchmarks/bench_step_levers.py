@@ -39,6 +39,7 @@ import torch
 from bench_train import CONFIGS, product_malloc_tunables
 from torch.nn import functional as F
 
+from assocmem.autotune.measure import rotated
 from assocmem.model import DecoderLM, ModelConfig
 from assocmem.testing.reference_train import HYPER
 
@@ -146,7 +147,7 @@ def run(cfg: dict, names: list[str], rounds: int, steps: int, warmup: int) -> No
     seconds: dict[str, list[float]] = {name: [] for name in names}
     last_loss: dict[str, float] = {}
     for round_ in range(rounds):
-        for variant in variants[round_ % len(variants):] + variants[:round_ % len(variants)]:
+        for variant in rotated(variants, round_):
             start = time.perf_counter()
             for inputs, targets in data:
                 loss = variant.step(inputs, targets)

@@ -38,6 +38,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from assocmem.autotune.measure import rotated
 from assocmem.testing.reference_train import (
     HYPER,
     RandomTokens,
@@ -316,7 +317,6 @@ def bench(config: str, arms: list[str], rounds: int, steps: int, warmup: int, th
     ceilings: dict[str, list[float]] = {"mkl": [], "onednn": []}
     with tempfile.TemporaryDirectory() as cache_dir:  # torch.compile cache: cold in round 1, warm after
         for round_ in range(rounds):
-            order = arms[round_ % len(arms):] + arms[:round_ % len(arms)]
             peak = launch({"arm": "peak", "threads": threads}, None, cache_dir)
             peaks.append(peak["peak_flops"])
             for library, rate in peak["rates"].items():
@@ -325,7 +325,7 @@ def bench(config: str, arms: list[str], rounds: int, steps: int, warmup: int, th
                 gemm = launch({"arm": "gemm", "config": config, "threads": threads, "library": library}, None,
                               cache_dir)
                 ceilings[library].append(tokens_per_step / gemm["gemm_s_per_step"])
-            for arm in order:
+            for arm in rotated(arms, round_):
                 spec = {"arm": arm, "config": config, "steps": steps, "seed": seed, "threads": threads,
                         "nanogpt": nanogpt}
                 result = launch(spec, malloc if ARMS[arm].malloc else None, cache_dir)

@@ -29,11 +29,11 @@ import os
 import platform
 import statistics
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 
@@ -43,6 +43,7 @@ from assocmem.io import write_json
 log = logging.getLogger(__name__)
 
 Clock = Callable[[], float]
+T = TypeVar("T")
 CACHE_ENV = "ASSOCMEM_CACHE_DIR"
 CACHE_NAME = "choices.json"
 CACHE_VERSION = 1
@@ -93,10 +94,16 @@ def time_candidates(candidates: Mapping[str, Callable[[], object]], *, clock: Cl
     for index in range(rounds):
         if index >= min_rounds and clock() > deadline:
             break
-        shift = index % len(names)
-        for name in names[shift:] + names[:shift]:
+        for name in rotated(names, index):
             samples[name].append(_sample(candidates[name], repeats, clock, deadline))
     return samples
+
+
+def rotated(items: Sequence[T], round_: int) -> list[T]:
+    """``items`` in round ``round_``'s order: starting at item ``round_`` mod n and wrapping, so that over n rounds
+    each item runs once in each position (a drift of the machine between positions is shared by every item)."""
+    shift = round_ % len(items) if items else 0
+    return [*items[shift:], *items[:shift]]
 
 
 def _warm(candidate: Callable[[], object], calls: int, clock: Clock) -> float:

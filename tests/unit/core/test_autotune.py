@@ -11,9 +11,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from assocmem.autotune import CACHE_ENV, choose, default_cache_file, fastest, host_key, time_candidates
-from assocmem.autotune.measure import cpu_model_and_flags
+from assocmem.autotune.measure import cpu_model_and_flags, rotated
 
 HOST = {"cpu": "Test CPU", "isa": ["avx2"], "threads": 2}
 SHAPE = {"rows": 1024, "dim": 64}
@@ -193,3 +195,12 @@ def test_the_host_key_holds_the_libraries_environment(monkeypatch: pytest.Monkey
     monkeypatch.setenv("UNRELATED_VARIABLE", "1")
     env = host_key(X86)["env"]
     assert env["ONEDNN_MAX_CPU_ISA"] == "AVX2" and "UNRELATED_VARIABLE" not in env
+
+
+@given(st.integers(min_value=1, max_value=7), st.integers(min_value=0, max_value=50))
+def test_a_rotated_order_is_a_permutation_that_puts_each_item_once_in_each_position(n: int, round_: int) -> None:
+    items = [f"arm{i}" for i in range(n)]
+    assert sorted(rotated(items, round_)) == sorted(items) and rotated(items, round_)[0] == items[round_ % n]
+    positions = {item: {rotated(items, r).index(item) for r in range(round_, round_ + n)} for item in items}
+    assert all(seen == set(range(n)) for seen in positions.values())
+    assert rotated([], round_) == []
