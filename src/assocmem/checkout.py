@@ -11,6 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 GIT_TIMEOUT_S = 20
+COMMIT_HELP = ("the commit to record (default: this checkout's, '+changes' where its src differs from it, "
+               "'no git' outside a git checkout)")
+CHECKOUT = Path(__file__).resolve().parents[2]  # src/assocmem/checkout.py -> the repository root
 
 
 @dataclass(frozen=True)
@@ -37,3 +40,12 @@ def checkout_state(checkout: Path, *, paths: tuple[str, ...] = (), digits: int =
         return CheckoutState(None, False)
     changes = _git(checkout, "status", "--porcelain", "--untracked-files=no", "--", *paths)
     return CheckoutState(commit, changes is None or bool(changes))
+
+
+def record_commit(checkout: Path = CHECKOUT) -> str:
+    """The commit a record under ``docs/results`` names: 7 hex digits, with '+changes' where the tracked files under
+    src differ from it (the records' numbers come from src), 'no git' where there is no git or no checkout."""
+    state = checkout_state(checkout, paths=("src",), digits=7)
+    if state.commit is None:
+        return "no git"
+    return state.commit + ("+changes" if state.dirty else "")

@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from assocmem.checkout import checkout_state
+from assocmem.checkout import record_commit
 from assocmem.io import read_json, write_csv, write_json
 from assocmem.memorisation import boundary as mb
 from assocmem.memorisation import boundary_budget as bb
@@ -244,12 +244,8 @@ def record_fit(recorded: pd.DataFrame) -> dict[str, Any]:
 
 
 def _commit() -> str:
-    """The checkout's commit, with '+changes' where its tracked files under src differ from it; 'no git' where the
-    machine has no git or the code is no git checkout (a record written there is not lost for want of its commit)."""
-    state = checkout_state(ROOT, paths=("src",), digits=7)
-    if state.commit is None:
-        return "no git"
-    return state.commit + ("+changes" if state.dirty else "")
+    """The commit this checkout's records name (:func:`assocmem.checkout.record_commit`)."""
+    return record_commit(ROOT)
 
 
 def exploration_paths(seeds_per_cell: int) -> tuple[Path, Path]:

@@ -15,7 +15,7 @@ GPT-2 has run on this machine), so it is a grid. What the project's records show
 of the default run's levels across its runs of one width (trained toy models of different depth, so more than
 run-to-run variation) and the query-bootstrap CV of each run (query resampling only, a lower bound).
 
-    python -m assocmem.report.radius_power --out docs/results/radius_power.json --commit <sha>
+    python -m assocmem.report.radius_power --out docs/results/radius_power.json
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from assocmem.checkout import COMMIT_HELP, record_commit
 from assocmem.io import read_json, write_json
 from assocmem.report import radius_rules as rules
 from assocmem.report.header import cpu_model
@@ -234,12 +235,13 @@ def record(designs: int = DESIGNS, seed: int = SEED, commit: str = "", command: 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--commit", required=True)
+    parser.add_argument("--commit", default=None, help=COMMIT_HELP)
     parser.add_argument("--designs", type=int, default=DESIGNS)
     args = parser.parse_args(argv)
-    command = f"python -m assocmem.report.radius_power --out {args.out} --commit {args.commit}"
-    result = record(args.designs, SEED, args.commit, command + (f" --designs {args.designs}"
-                                                                 if args.designs != DESIGNS else ""))
+    commit = args.commit or record_commit()
+    command = f"python -m assocmem.report.radius_power --out {args.out}"
+    result = record(args.designs, SEED, commit, command + (f" --designs {args.designs}"
+                                                           if args.designs != DESIGNS else ""))
     write_json(args.out, result)
     print(f"radius design: decides up to CV {result['summary']['decides_up_to_cv']} of {list(CVS)}")
     return 0

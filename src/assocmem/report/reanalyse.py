@@ -24,6 +24,7 @@ from typing import Any
 
 import pandas as pd
 
+from assocmem.checkout import COMMIT_HELP, record_commit
 from assocmem.errors import AssocmemError
 from assocmem.io import read_json, write_json
 from assocmem.memorisation.analysis import analyse
@@ -115,10 +116,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("record", type=Path)
     parser.add_argument("--config", type=Path, required=True)
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--commit", required=True)
+    parser.add_argument("--commit", default=None, help=COMMIT_HELP)
     parser.add_argument("--with", dest="extra", type=Path, nargs="*", default=[],
                         help="further records whose runs join the analysis")
     args = parser.parse_args(argv)
+    args.commit = args.commit or record_commit()
     if "memorisation" in read_json(args.record):
         result, kind = reanalyse(args.record, args.config, commit=args.commit, extra=tuple(args.extra)), "memorisation"
     else:

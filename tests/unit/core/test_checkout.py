@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from assocmem import checkout
-from assocmem.checkout import CheckoutState, checkout_state
+from assocmem.checkout import CheckoutState, checkout_state, record_commit
 
 
 def _git(repo: Path, *args: str) -> None:
@@ -62,3 +62,16 @@ def test_changes_are_read_under_the_paths_asked_about(repo: Path) -> None:
     assert checkout_state(repo).dirty and not checkout_state(repo, paths=("src",)).dirty
     (repo / "src" / "a.py").write_text("a = 2\n")
     assert checkout_state(repo, paths=("src",)).dirty
+
+
+def test_a_records_commit_is_short_and_marks_changes_under_src_only(repo: Path) -> None:
+    commit = checkout_state(repo, digits=7).commit
+    assert record_commit(repo) == commit and len(commit) >= 7
+    (repo / "notes.md").write_text("edited\n")
+    assert record_commit(repo) == commit
+    (repo / "src" / "a.py").write_text("a = 2\n")
+    assert record_commit(repo) == commit + "+changes"
+
+
+def test_a_records_commit_outside_a_checkout_says_no_git(tmp_path: Path) -> None:
+    assert record_commit(tmp_path) == "no git"

@@ -10,6 +10,8 @@ import numpy as np
 import yaml
 from helpers import ROOT
 
+from assocmem.checkout import record_commit
+from assocmem.io import read_json
 from assocmem.report import radius_power as rp
 from assocmem.report.radius_rules import AGREES, DISAGREES, UNDECIDED, growth_outcome
 
@@ -70,3 +72,14 @@ def test_the_row_states_the_designs_power_at_its_replicates_cv() -> None:
     assert numbers["design_power.paper"] >= 0.8 and numbers["design_power.no_growth"] >= 0.8
     assert "0.010" in line and "$2r^*(n)+5$" in line
     assert rp.row_power([768, 1024, 1280], 1, [np.array([13.4])], seed=0) == ({}, "")
+
+
+def test_the_record_names_the_checkouts_commit_unless_told_another(tmp_path, capsys) -> None:
+    """A record computed here names this checkout's commit by itself (a commit typed by hand can be stale)."""
+    out = tmp_path / "radius_power.json"
+    assert rp.main(["--out", str(out), "--designs", "3"]) == 0
+    rec = read_json(out)
+    assert rec["commit"] == record_commit()
+    assert rec["command"] == f"python -m assocmem.report.radius_power --out {out} --designs 3"
+    assert rp.main(["--out", str(out), "--designs", "3", "--commit", "abc1234"]) == 0
+    assert read_json(out)["commit"] == "abc1234"
