@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 GIT_TIMEOUT_S = 20
+CODE_PATHS = ("src", "workflow", "Snakefile")  # what a run executes (its config files are stated apart)
 COMMIT_HELP = ("the commit to record (default: this checkout's, '+changes' where its src differs from it, "
                "'no git' outside a git checkout)")
 CHECKOUT = Path(__file__).resolve().parents[2]  # src/assocmem/checkout.py -> the repository root

@@ -75,7 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sweep-analysis", type=Path, help="a scaling sweep's results/<exp>/sweep/analysis.json")
     p.add_argument("--memorisation-analysis", type=Path,
                    help="a memorisation grid's results/<exp>/memorisation/analysis.json")
-    p.add_argument("--commit", required=True)
+    p.add_argument("--commit", help="the run's commit (default: the one its report.md names, which --commit must "
+                                    "match where given)")
     p.add_argument("--date", required=True)
     p.add_argument("--command", required=True, help="the command that was timed")
     p.add_argument("--out", type=Path, required=True)

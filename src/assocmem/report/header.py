@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from assocmem.checkout import checkout_state
+from assocmem.checkout import CODE_PATHS, checkout_state
 from assocmem.io import sha256_file
 
 CHECKOUT = Path(__file__).resolve().parents[3]  # src/assocmem/report/header.py -> the repository root
@@ -59,8 +59,9 @@ def run_header(config: dict[str, Any], config_files: list[dict[str, str]], devic
 
 
 def git_state(checkout: Path) -> str:
-    """The checkout's commit, with '(uncommitted changes)' when its tracked files differ from it."""
-    state = checkout_state(checkout)
+    """The checkout's commit, with '(uncommitted changes)' when its tracked code (CODE_PATHS) differs from it: an
+    edit to the docs while the run goes on is no change to what ran."""
+    state = checkout_state(checkout, paths=CODE_PATHS)
     if state.commit is None:
         return "not a git checkout"
     return f"git {state.commit}" + (" (uncommitted changes)" if state.dirty else "")

@@ -17,6 +17,7 @@ SCHEMA = "assocmem-record-v1"
 _TIME_FIELDS = {"wall": r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): (\S+)",
                 "rss_kb": r"Maximum resident set size \(kbytes\): (\d+)"}
 _STAGE_LINE = re.compile(r"^assocmem: .*$", re.M)
+_REPORT_CODE = re.compile(r"^\| code \| git ([0-9a-f]{7,40})( \(uncommitted changes\))? \|$", re.M)
 
 
 def _seconds(clock: str) -> float:
@@ -42,6 +43,32 @@ def stage_lines(text: str) -> list[str]:
     return list(dict.fromkeys(line.strip() for line in _STAGE_LINE.findall(text)))
 
 
+def report_commit(checks_file: Path) -> str | None:
+    """The commit the run's report names in its header (``report.md`` beside ``checks.json``), in the records' form:
+    7 digits, '+changes' where the code had uncommitted changes; None without a report.md, or where the report was
+    built outside a git checkout."""
+    report = checks_file.with_name("report.md")
+    found = _REPORT_CODE.search(report.read_text(errors="replace")) if report.is_file() else None
+    return None if found is None else found.group(1)[:7] + ("+changes" if found.group(2) else "")
+
+
+def run_commit(checks_file: Path, given: str | None) -> str:
+    """The commit a record names: the run's own, read from its report's header; ``given`` (``--commit``) must agree
+    with it (a hand-typed commit can be stale), and is needed where the report names none."""
+    built = report_commit(checks_file)
+    if given is None:
+        if built is None:
+            raise AssocmemError(f"{checks_file}: no report.md beside it names the run's commit: pass --commit")
+        return built
+    if built is not None:
+        (built_hash, built_dirty), (given_hash, given_dirty) = (
+            (text.removesuffix("+changes"), text.endswith("+changes")) for text in (built, given))
+        if built_dirty != given_dirty or not (built_hash.startswith(given_hash) or given_hash.startswith(built_hash)):
+            raise AssocmemError(f"{checks_file}: its report was built at {built} (report.md's header), not at "
+                                f"--commit {given}: record the run's own commit (or leave --commit out)")
+    return given
+
+
 def sweep_summary(analysis: dict[str, Any]) -> dict[str, Any]:
     """What the documentation quotes from a sweep's analysis.json, and the cells to refit it from."""
     boundary = analysis["parametric_boundary"]
@@ -52,14 +79,14 @@ def sweep_summary(analysis: dict[str, Any]) -> dict[str, Any]:
             "cells": analysis["cells"]}
 
 
-def record(checks_file: Path, time_log: Path, snakemake_log: Path, *, commit: str, date: str, command: str,
+def record(checks_file: Path, time_log: Path, snakemake_log: Path, *, commit: str | None, date: str, command: str,
            sweep_file: Path | None = None, memorisation_file: Path | None = None) -> dict[str, Any]:
-    """The record of one measured run (see the module docstring)."""
+    """The record of one measured run (see the module docstring); ``commit``: see :func:`run_commit`."""
     checks = read_json(checks_file)
     if "checks" not in checks:
         raise AssocmemError(f"{checks_file}: not a report's checks.json (no 'checks' key)")
     result: dict[str, Any] = {
-        "schema": SCHEMA, "commit": commit, "date": date, "command": command,
+        "schema": SCHEMA, "commit": run_commit(checks_file, commit), "date": date, "command": command,
         **parse_time_log(time_log.read_text(errors="replace"), time_log),
         "stage_lines": stage_lines(snakemake_log.read_text(errors="replace")),
         "verdicts": {check["id"]: check["verdict"] for check in checks["checks"]},

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from functools import partial
 
 import numpy as np
 import pandas as pd
@@ -19,6 +20,7 @@ from helpers import ROOT
 
 from assocmem.cli import main
 from assocmem.errors import AssocmemError
+from assocmem.report.header import RunHeader
 from assocmem.report.record import parse_time_log, record
 from assocmem.sweep import boundary as bd
 from assocmem.sweep.analysis import from_json
@@ -55,6 +57,32 @@ def test_record_reads_the_run_and_names_a_broken_input(tmp_path) -> None:
     with pytest.raises(AssocmemError, match="checks.json: not a report"):
         record(tmp_path / "checks.json", tmp_path / "time.log", tmp_path / "snake.log", commit="a", date="d",
                command="c")
+
+
+
+@pytest.mark.parametrize(("code", "given", "recorded"), [
+    ("git 0123456789ab", None, "0123456"), ("git 0123456789ab (uncommitted changes)", None, "0123456+changes"),
+    ("git 0123456789ab", "0123456", "0123456"), ("git 0123456789ab", "0123456789ab", "0123456789ab"),
+    ("not a git checkout", "feedbee", "feedbee"), (None, "feedbee", "feedbee"),
+    ("git 0123456789ab", "fedcba9", AssocmemError), ("git 0123456789ab (uncommitted changes)", "0123456",
+                                                     AssocmemError),
+    ("git 0123456789ab", "0123456+changes", AssocmemError), ("not a git checkout", None, AssocmemError),
+    (None, None, AssocmemError)])
+def test_a_record_names_the_commit_its_report_was_built_at(tmp_path, code, given, recorded) -> None:
+    """The commit comes from the run's report.md header (RunHeader's own markdown); a --commit that disagrees with it,
+    in hash or in uncommitted changes, is refused: a hand-typed commit can be stale. Without a header it is needed."""
+    (tmp_path / "checks.json").write_text(json.dumps({"checks": []}))
+    (tmp_path / "time.log").write_text(TIME_LOG)
+    (tmp_path / "snake.log").write_text("")
+    if code is not None:
+        (tmp_path / "report.md").write_text("# report\n\n" + RunHeader((("built", "today"), ("code", code))).markdown())
+    make = partial(record, tmp_path / "checks.json", tmp_path / "time.log", tmp_path / "snake.log", commit=given,
+                   date="d", command="c")
+    if recorded is AssocmemError:
+        with pytest.raises(AssocmemError, match="report.md|--commit"):
+            make()
+    else:
+        assert make()["commit"] == recorded
 
 
 def _close(now, then) -> bool:

@@ -35,13 +35,19 @@ def test_git_state_reads_the_commit_and_the_dirty_flag(tmp_path):
     def git(*args):
         subprocess.run(["git", "-C", str(tmp_path), *args], check=True, capture_output=True)
     git("init", "-q")
-    (tmp_path / "f.txt").write_text("a")
-    git("add", "f.txt")
+    (tmp_path / "src").mkdir()
+    for name in ("src/f.py", "Snakefile", "README.md"):
+        (tmp_path / name).write_text("a")
+    git("add", ".")
     git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "c")
     clean = git_state(tmp_path)
     assert clean.startswith("git ") and len(clean.split()[1]) == 12 and "uncommitted" not in clean
-    (tmp_path / "f.txt").write_text("b")
-    assert git_state(tmp_path) == clean + " (uncommitted changes)"
+    (tmp_path / "README.md").write_text("b")  # the docs are not the code that ran
+    assert git_state(tmp_path) == clean
+    for name in ("src/f.py", "Snakefile"):
+        (tmp_path / name).write_text("b")
+        assert git_state(tmp_path) == clean + " (uncommitted changes)"
+        git("checkout", "--", name)
 
 
 def test_the_config_files_come_from_the_workflow_environment(monkeypatch):
