@@ -16,10 +16,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from assocmem.checkout import CODE_PATHS, checkout_state
+from assocmem.checkout import CHECKOUT, CODE_PATHS, checkout_state
 from assocmem.io import sha256_file
 
-CHECKOUT = Path(__file__).resolve().parents[3]  # src/assocmem/report/header.py -> the repository root
 TOY_BANNER = ("Toy configuration: this run exercises the pipeline on tiny models and data. Its numbers say nothing "
               "about the paper's claims; run config/config.yaml (or config/scaling.yaml, config/paper.yaml) for "
               "evidence.")
