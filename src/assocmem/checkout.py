@@ -43,10 +43,11 @@ def checkout_state(checkout: Path, *, paths: tuple[str, ...] = (), digits: int =
     return CheckoutState(commit, changes is None or bool(changes))
 
 
-def record_commit(checkout: Path = CHECKOUT) -> str:
+def record_commit(checkout: Path | None = None) -> str:
     """The commit a record under ``docs/results`` names: 7 hex digits, with '+changes' where the tracked files under
-    src differ from it (the records' numbers come from src), 'no git' where there is no git or no checkout."""
-    state = checkout_state(checkout, paths=("src",), digits=7)
+    src differ from it (the records' numbers come from src), 'no git' where there is no git or no checkout.
+    ``checkout``: this package's repository unless given."""
+    state = checkout_state(checkout or CHECKOUT, paths=("src",), digits=7)
     if state.commit is None:
         return "no git"
     return state.commit + ("+changes" if state.dirty else "")

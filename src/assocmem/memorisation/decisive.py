@@ -243,11 +243,6 @@ def record_fit(recorded: pd.DataFrame) -> dict[str, Any]:
     return bb.two_budget_record(bb.fit_two_budget(recorded))
 
 
-def _commit() -> str:
-    """The commit this checkout's records name (:func:`assocmem.checkout.record_commit`)."""
-    return record_commit(ROOT)
-
-
 def exploration_paths(seeds_per_cell: int) -> tuple[Path, Path]:
     """(record, gaps) of the exploration at ``seeds_per_cell`` seeds a cell, beside the stated record."""
     return (RECORD.with_name(f"memorisation_decisive_power_exploration_{seeds_per_cell}seeds.json"),
@@ -276,7 +271,7 @@ def main(argv: list[str] | None = None) -> Path:
                              else (STATED_SEEDS, RECORD, GAPS))
         record, gap_rows = compute(seeds=seeds)
     write_csv(gaps, gap_rows)
-    write_json(path, {"commit": _commit(), "date": datetime.date.today().isoformat(), **record,
+    write_json(path, {"commit": record_commit(), "date": datetime.date.today().isoformat(), **record,
                       "gaps": str(gaps.relative_to(ROOT))})
     return path
 

@@ -31,6 +31,7 @@ import numpy as np
 import torch
 import yaml
 
+from assocmem.checkout import record_commit
 from assocmem.facts.tokenize import sequence_text, vocabulary
 from assocmem.gemm import measure_peak_flops
 from assocmem.io import write_json
@@ -118,7 +119,7 @@ def record(rates: dict[str, tuple[float, str]]) -> dict[str, Any]:
     within the goal under any truth; false means no trainer could meet the goal at that rate, whatever the truth."""
     rows = floor({p: rate for p, (rate, _) in rates.items()})
     fits = {p: any(row["floor_s"][p] <= GOAL_S for row in rows) for p in rates}
-    return {"commit": decisive._commit(), "date": datetime.date.today().isoformat(),
+    return {"commit": record_commit(), "date": datetime.date.today().isoformat(),
             "config": str(decisive.CONFIG.relative_to(decisive.ROOT)), "goal_s": GOAL_S,
             "rates_flops": {p: rate for p, (rate, _) in rates.items()},
             "rates_source": {p: source for p, (_, source) in rates.items()},

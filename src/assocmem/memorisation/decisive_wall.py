@@ -44,6 +44,7 @@ import torch
 from torch.optim import Optimizer
 
 from assocmem.autotune.measure import cpu_model_and_flags
+from assocmem.checkout import record_commit
 from assocmem.facts.generate import FactsSpec, write_facts
 from assocmem.facts.tokenize import tokenize_facts_dir
 from assocmem.layout import replicate_seed
@@ -312,7 +313,7 @@ def record(costs: list[GroupCost], checks: list[dict[str, Any]], exp: dict[str, 
     """The record of a measurement: the machine, the costs, the projection by the rule and the checks."""
     config = config.resolve()
     shown = config.relative_to(decisive.ROOT) if config.is_relative_to(decisive.ROOT) else config
-    return {"commit": decisive._commit(), "date": datetime.date.today().isoformat(), "config": str(shown),
+    return {"commit": record_commit(), "date": datetime.date.today().isoformat(), "config": str(shown),
             "host_cpu": cpu_model_and_flags()[0], "torch": torch.__version__,
             "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
             "goal_s": GOAL_S, "steps_timed": steps, "warmup_steps": warmup, "rates_flops": rates,

@@ -60,13 +60,17 @@ def run_commit(checks_file: Path, given: str | None) -> str:
         if built is None:
             raise AssocmemError(f"{checks_file}: no report.md beside it names the run's commit: pass --commit")
         return built
-    if built is not None:
-        (built_hash, built_dirty), (given_hash, given_dirty) = (
-            (text.removesuffix("+changes"), text.endswith("+changes")) for text in (built, given))
-        if built_dirty != given_dirty or not (built_hash.startswith(given_hash) or given_hash.startswith(built_hash)):
-            raise AssocmemError(f"{checks_file}: its report was built at {built} (report.md's header), not at "
-                                f"--commit {given}: record the run's own commit (or leave --commit out)")
+    if built is not None and not _same_commit(built, given):
+        raise AssocmemError(f"{checks_file}: its report was built at {built} (report.md's header), not at "
+                            f"--commit {given}: record the run's own commit (or leave --commit out)")
     return given
+
+
+def _same_commit(first: str, second: str) -> bool:
+    """Both name one commit (one hash a prefix of the other) and agree on '+changes'."""
+    first_hash, second_hash = (text.removesuffix("+changes") for text in (first, second))
+    return (first.endswith("+changes") == second.endswith("+changes")
+            and (first_hash.startswith(second_hash) or second_hash.startswith(first_hash)))
 
 
 def sweep_summary(analysis: dict[str, Any]) -> dict[str, Any]:

@@ -39,15 +39,19 @@ from assocmem.runtime import faiss_gpu_count
 # --------------------------------------------------------------------------- GPU-only paths
 
 
+def _assert_same_neighbours(found: tuple[np.ndarray, np.ndarray], cpu: tuple[np.ndarray, np.ndarray]) -> None:
+    """The same ids as the CPU search and its distances to the fp32 tolerance."""
+    np.testing.assert_array_equal(found[1], cpu[1])
+    np.testing.assert_allclose(found[0], cpu[0], rtol=RTOL, atol=ATOL)
+
+
 @pytest.mark.gpu
 @needs_gpu
 def test_gpu_knn_matches_cpu() -> None:
     database, queries = gaussian(5000, 64, seed=21), gaussian(300, 64, seed=22)
     rows = np.arange(300)
     cpu = knn(database, queries, 10, engine=CPU, exclude_ids=rows)
-    gpu = knn(database, queries, 10, engine=resolve_engine("cuda"), exclude_ids=rows)
-    np.testing.assert_array_equal(gpu[1], cpu[1])
-    np.testing.assert_allclose(gpu[0], cpu[0], rtol=RTOL, atol=ATOL)
+    _assert_same_neighbours(knn(database, queries, 10, engine=resolve_engine("cuda"), exclude_ids=rows), cpu)
 
 
 @pytest.mark.gpu
@@ -57,8 +61,7 @@ def test_gpu_sharded_and_multi_gpu_match_cpu() -> None:
     cpu = knn(database, queries, 8, engine=CPU)
     gpus = tuple(range(faiss_gpu_count()))
     sharded = knn(database, queries, 8, engine=Engine("faiss-gpu", "cuda", gpus), db_batch=700, query_batch=64)
-    np.testing.assert_array_equal(sharded[1], cpu[1])
-    np.testing.assert_allclose(sharded[0], cpu[0], rtol=RTOL, atol=ATOL)
+    _assert_same_neighbours(sharded, cpu)
 
 
 @pytest.mark.gpu

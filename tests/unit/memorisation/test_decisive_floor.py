@@ -119,11 +119,11 @@ def test_a_record_made_where_there_is_no_git_names_that_instead_of_failing(monke
         raise FileNotFoundError("git")
 
     monkeypatch.setattr(checkout.subprocess, "run", no_git)
-    assert decisive._commit() == "no git"
+    assert df.record({"fp32": (50e12, "here")})["commit"] == "no git"
 
 
 def test_a_record_made_outside_a_git_checkout_names_no_commit(monkeypatch, tmp_path) -> None:
     """Code copied out of its checkout (an unpacked archive) has git but no repository: the commit reads 'no git',
     not an empty hash or '+changes'."""
-    monkeypatch.setattr(decisive, "ROOT", tmp_path)
-    assert decisive._commit() == "no git"
+    monkeypatch.setattr(checkout, "CHECKOUT", tmp_path)
+    assert df.record({"fp32": (50e12, "here")})["commit"] == "no git"
