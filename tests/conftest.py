@@ -39,30 +39,45 @@ def pytest_configure(config: pytest.Config) -> None:
     stub_scontrol()  # before any test starts Snakemake (whose SLURM plugin probes scontrol at each start)
     if os.environ.get("PYTEST_XDIST_WORKER"):
         _one_thread_per_worker()
+    global _WORKER_THREADS
+    import torch
+
+    _WORKER_THREADS = os.environ.get("OMP_NUM_THREADS"), torch.get_num_threads()
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     remove_scontrol_stub()
 
 
-@pytest.fixture(autouse=True)
-def _threads_as_the_worker_started():
-    """Every test starts with the worker's thread settings: a stage called in-process (``assocmem.runtime.
-    set_threads``) sets $OMP_NUM_THREADS, torch's and faiss's threads and kept them for whichever tests ran next in
-    that worker, so a result that depends on the thread count (products round differently) hung on test order."""
+_WORKER_THREADS: tuple[str | None, int] = (None, 1)  # $OMP_NUM_THREADS and torch's threads as the worker started
+
+
+def _worker_threads() -> None:
+    """Put $OMP_NUM_THREADS, torch's and faiss's threads (one OpenMP count) back to what the worker started with."""
     import torch
 
-    env, torch_threads = os.environ.get("OMP_NUM_THREADS"), torch.get_num_threads()
-    faiss_threads = sys.modules["faiss"].omp_get_max_threads() if "faiss" in sys.modules else None
-    yield
+    env, threads = _WORKER_THREADS
     if env is None:
         os.environ.pop("OMP_NUM_THREADS", None)
     else:
         os.environ["OMP_NUM_THREADS"] = env
-    if torch.get_num_threads() != torch_threads:
-        torch.set_num_threads(torch_threads)
-    if faiss_threads is not None and "faiss" in sys.modules:
-        sys.modules["faiss"].omp_set_num_threads(faiss_threads)
+    if torch.get_num_threads() != threads:
+        torch.set_num_threads(threads)
+    if "faiss" in sys.modules and sys.modules["faiss"].omp_get_max_threads() != threads:
+        sys.modules["faiss"].omp_set_num_threads(threads)
+
+
+@pytest.fixture(autouse=True)
+def _threads_as_the_worker_started():
+    """Every test starts and ends with the worker's thread settings: a stage called in-process
+    (``assocmem.runtime.set_threads``) sets $OMP_NUM_THREADS, torch's and faiss's threads. Restored after each test,
+    a result that depends on the thread count (products round differently) hung on test order; restored to what the
+    next test saw at its start, a module-scoped fixture's stage (which runs before it) set two threads for the rest
+    of the worker's tests, which then spun against the other worker (a 54 s bf16 training test took over 300 s in
+    CI). So the worker's own settings, read once at its start, are set before each test and after it."""
+    _worker_threads()
+    yield
+    _worker_threads()
 
 
 def snakemake(workdir: Path, *args: str, config: Path | None = None, check: bool = True,
