@@ -35,6 +35,9 @@ def _one_thread_per_worker() -> None:
     torch.set_num_threads(1)
 
 
+_WORKER_THREADS: tuple[str | None, int] = (None, 1)  # $OMP_NUM_THREADS and torch's threads; read when the worker starts
+
+
 def pytest_configure(config: pytest.Config) -> None:
     stub_scontrol()  # before any test starts Snakemake (whose SLURM plugin probes scontrol at each start)
     if os.environ.get("PYTEST_XDIST_WORKER"):
@@ -47,9 +50,6 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     remove_scontrol_stub()
-
-
-_WORKER_THREADS: tuple[str | None, int] = (None, 1)  # $OMP_NUM_THREADS and torch's threads as the worker started
 
 
 def _worker_threads() -> None:
