@@ -7,10 +7,13 @@ What counts as a stage's code: the stage function of the same name in ``assocmem
 plus every ``assocmem`` module it imports, followed transitively through all imports of those modules (lazy ones
 inside functions included), their parent packages, and the data files of every package reached (for example
 ``assocmem/data/qf_fitted_grammar.json``). A module named in a string (``resources.files("assocmem.data")``) is
-reached too. ``cli.py`` and ``__main__.py``, which every rule runs, are always part of it, with the modules they
-import at their top (and what those import), ``assocmem.stages`` aside: ``cli`` stamps every job's outputs
-(``assocmem.stamps``) and logs its progress. Comments and docstrings count: the digest is of the bytes, so a false
-rerun is possible, a stale result is not.
+reached too. A module that lists its own package's modules at run time (``pkgutil.iter_modules`` or
+``walk_packages``, as the report's claim registry does to import every claim module) reaches every module under
+that package. The stage function's helpers in ``assocmem.stages`` (the module-level functions, classes and
+constants it names, and theirs in turn) count as the stage's own source. ``cli.py`` and ``__main__.py``, which
+every rule runs, are always part of it, with the modules they import at their top (and what those import),
+``assocmem.stages`` aside: ``cli`` stamps every job's outputs (``assocmem.stamps``) and logs its progress. Comments
+and docstrings count: the digest is of the bytes, so a false rerun is possible, a stale result is not.
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ PACKAGE = "assocmem"
 PACKAGE_DIR = Path(__file__).resolve().parent
 ENTRY_FILES = ("cli.py", "__main__.py")
 _MODULE_NAME = re.compile(rf"{PACKAGE}(\.\w+)*")
+_DISCOVERY_CALLS = ("iter_modules", "walk_packages")
+EVERY_MODULE = ".*"  # a reference "assocmem.pkg.*": every module under the package assocmem.pkg
 
 
 def module_file(name: str, root: Path = PACKAGE_DIR) -> Path | None:
@@ -56,10 +61,23 @@ def _import_base(node: ast.ImportFrom, module: str, is_package: bool) -> str | N
     return f"{package}.{node.module}" if node.module else package
 
 
+def _discovers_modules(node: ast.AST) -> bool:
+    """A call that lists a package's modules at run time (whatever it then imports is in no import statement)."""
+    if not isinstance(node, ast.Call):
+        return False
+    func = node.func
+    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
+    return name in _DISCOVERY_CALLS
+
+
 def references(tree: ast.AST, module: str, is_package: bool) -> set[str]:
-    """Every ``assocmem`` module name that ``tree`` (the source of ``module``) imports or names in a string."""
+    """Every ``assocmem`` module name that ``tree`` (the source of ``module``) imports or names in a string; for a
+    module that lists its package's modules at run time, ``<its package>.*`` (:data:`EVERY_MODULE`) too."""
     names: set[str] = set()
+    every: set[str] = set()
     for node in ast.walk(tree):
+        if _discovers_modules(node):
+            every.add((module if is_package else module.rpartition(".")[0]) + EVERY_MODULE)
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -69,10 +87,12 @@ def references(tree: ast.AST, module: str, is_package: bool) -> set[str]:
                 names.update(f"{base}.{alias.name}" for alias in node.names)  # a submodule, or a plain name
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and _MODULE_NAME.fullmatch(node.value):
             names.add(node.value)
-    return {part for name in names if name.split(".")[0] == PACKAGE for part in _with_parents(name)}
+    found = {part for name in names if name.split(".")[0] == PACKAGE for part in _with_parents(name)}
+    return found | {name for name in every if name.split(".")[0] == PACKAGE}
 
 
-REFERENCES_CACHE = "codehash-references-v1.json"
+# The version names what `references` finds: v2 added EVERY_MODULE, which a v1 entry of the same bytes lacks.
+REFERENCES_CACHE = "codehash-references-v2.json"
 MAX_CACHED_MODULES = 4096  # past this (many edits, many checkouts) the file restarts from this process's entries
 
 
@@ -128,12 +148,28 @@ def _module_references(source: bytes, name: str, is_package: bool) -> frozenset[
     return found
 
 
+def package_modules(package: str, root: Path = PACKAGE_DIR) -> list[str]:
+    """Every module under ``package`` (its subpackages' included), by name; none for a name that is no package."""
+    init = module_file(package, root)
+    if init is None or init.name != "__init__.py":
+        return []
+    found = []
+    for path in sorted(init.parent.rglob("*.py")):
+        parts = path.relative_to(init.parent).with_suffix("").parts
+        if not any(part.startswith(".") or part == "__pycache__" for part in parts):
+            found.append(".".join([package, *parts[:-1]] + ([] if parts[-1] == "__init__" else [parts[-1]])))
+    return found
+
+
 def module_closure(roots: Iterable[str], root: Path = PACKAGE_DIR) -> dict[str, Path]:
     """Module name -> source file of ``roots`` and everything they import within the package, transitively."""
     seen: dict[str, Path] = {}
     todo = [part for name in roots for part in _with_parents(name)]
     while todo:
         name = todo.pop()
+        if name.endswith(EVERY_MODULE):
+            todo.extend(set(package_modules(name.removesuffix(EVERY_MODULE), root)) - seen.keys())
+            continue
         path = module_file(name, root)
         if name in seen or path is None:
             continue
@@ -174,6 +210,50 @@ def _stage_function(stage: str, root: Path) -> ast.FunctionDef:
     raise AssocmemError(f"{stages} has no stage function {stage!r} (one function per rule, named like the rule)")
 
 
+def _defined_names(node: ast.stmt) -> set[str]:
+    """The names a module-level statement binds (a function, a class, an assignment's targets); imports aside."""
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        return {node.name}
+    targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
+        node, ast.AnnAssign | ast.AugAssign) else []
+    return {leaf.id for target in targets for leaf in ast.walk(target) if isinstance(leaf, ast.Name)}
+
+
+def _free_names(node: ast.AST) -> set[str]:
+    """The names ``node`` reads and does not bind itself (a local ``train = ...`` is not the stage ``train``)."""
+    read, bound = set(), set()
+    for leaf in ast.walk(node):
+        if isinstance(leaf, ast.Name):
+            (read if isinstance(leaf.ctx, ast.Load) else bound).add(leaf.id)
+        elif isinstance(leaf, ast.arg):
+            bound.add(leaf.arg)
+    return read - bound
+
+
+def _run_at_import(tree: ast.Module) -> list[ast.stmt]:
+    """Module-level statements that bind no name and import nothing (a call, an ``if``): they run for every stage.
+    The docstring aside."""
+    body = tree.body[1:] if tree.body and isinstance(tree.body[0], ast.Expr) and isinstance(
+        getattr(tree.body[0], "value", None), ast.Constant) else tree.body
+    return [node for node in body if not _defined_names(node) and not isinstance(
+        node, ast.Import | ast.ImportFrom | ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)]
+
+
+def _stage_nodes(stage: str, root: Path) -> list[ast.stmt]:
+    """The stage function, what runs at the import of ``assocmem.stages``, and the module-level definitions they
+    name (helpers, constants), theirs in turn, in source order: a helper shared by two stages is part of both."""
+    tree = _parsed((root / "stages.py").read_bytes())
+    defined = {name: node for node in tree.body for name in _defined_names(node)}
+    chosen = {id(node): node for node in [_stage_function(stage, root), *_run_at_import(tree)]}
+    todo = list(chosen.values())
+    while todo:
+        for node in (defined[name] for name in sorted(_free_names(todo.pop())) if name in defined):
+            if id(node) not in chosen:
+                chosen[id(node)] = node
+                todo.append(node)
+    return sorted(chosen.values(), key=lambda node: node.lineno)
+
+
 def _top_level_imports(path: Path, name: str) -> set[str]:
     """The package modules ``path`` (module ``name``) imports at its top, not inside its functions."""
     tree = _parsed(path.read_bytes())
@@ -195,7 +275,7 @@ def stage_files(stage: str, root: Path = PACKAGE_DIR) -> list[Path]:
     stages_tree = _parsed((root / "stages.py").read_bytes())
     module_level = [node for node in stages_tree.body if isinstance(node, ast.Import | ast.ImportFrom)]
     names = set().union(*(references(node, f"{PACKAGE}.stages", False) for node in
-                          [*module_level, _stage_function(stage, root)]))
+                          [*module_level, *_stage_nodes(stage, root)]))
     modules = module_closure((names | _entry_imports(root)) - {f"{PACKAGE}.stages"}, root)
     files = set(modules.values()) | {root / name for name in ENTRY_FILES if (root / name).is_file()}
     for path in list(files):
@@ -205,9 +285,12 @@ def stage_files(stage: str, root: Path = PACKAGE_DIR) -> list[Path]:
 
 
 def code_digest(stage: str, root: Path = PACKAGE_DIR) -> str:
-    """sha256 (16 hex digits) of the stage function's source and of every file in ``stage_files``."""
+    """sha256 (16 hex digits) of the stage function's source with its helpers' (:func:`_stage_nodes`) and of every
+    file in ``stage_files``."""
     digest = hashlib.sha256()
-    digest.update(ast.get_source_segment((root / "stages.py").read_text(), _stage_function(stage, root)).encode())
+    source = (root / "stages.py").read_text()
+    for node in _stage_nodes(stage, root):
+        digest.update(ast.get_source_segment(source, node).encode() + b"\0")
     for path in stage_files(stage, root):
         digest.update(path.relative_to(root).as_posix().encode() + b"\0")
         digest.update(hashlib.sha256(path.read_bytes()).digest())

@@ -6,6 +6,8 @@ from __future__ import annotations
 import ast
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -87,6 +89,53 @@ def test_a_change_moves_exactly_the_digests_of_the_stages_that_run_it(tmp_path):
         head, tail = text.split("def subsets(", 1)
         (root / "stages.py").write_text(head + "def subsets(" + tail.replace("make_subset(", "make_subset( ", 1))
     assert changed_stages(root, edit_subsets_stage) == {"subsets"}
+
+
+def test_a_stage_helper_in_the_stages_module_is_the_code_of_the_stages_that_call_it(tmp_path):
+    """A helper of ``assocmem.stages`` is part of every stage that calls it (directly or through another helper)
+    and of no other: halving a model's weights in ``_trained_model`` once changed no digest, and evaluate and
+    activations kept their results."""
+    root = copy_package(tmp_path)
+
+    def edit(helper: str, old: str, new: str):
+        def apply(root: Path) -> None:
+            text = (root / "stages.py").read_text()
+            head, tail = text.split(f"def {helper}(", 1)
+            assert old in tail
+            (root / "stages.py").write_text(head + f"def {helper}(" + tail.replace(old, new, 1))
+        return apply
+
+    assert changed_stages(root, edit("_trained_model", "load_model(", "load_model( ")) == {"evaluate", "activations"}
+    assert changed_stages(root, edit("_grid_runs", "runs = []", "runs = [] ")) == {"sweep", "memorisation"}
+    assert changed_stages(root, append("stages.py")) == set()  # a comment after the last function
+    assert changed_stages(root, append("stages.py", "\nlogging.disable()\n")) == set(RULES)  # runs at import
+    # a local name that is also a stage's name (``train = ...`` in _grid_runs) is not that stage
+    assert changed_stages(root, edit("train", 'setup.mark("imports")', 'setup.mark( "imports")')) == {"train"}
+
+
+def test_modules_a_module_lists_at_run_time_are_its_code(tmp_path):
+    """The report imports its claim modules by listing its package (``pkgutil.iter_modules``), not by import
+    statements: each of them, what they import, and a claim module added later are the report's code."""
+    report = relative("report")
+    claims = {path.relative_to(PACKAGE_DIR).as_posix() for path in (PACKAGE_DIR / "report" / "claims").glob("*.py")}
+    assert claims <= report
+    assert {"theory/loss_bound.py", "theory/global_energy.py", "report/radius_power.py"} <= report
+    root = copy_package(tmp_path)
+    assert changed_stages(root, append("report/claims/energy.py")) == {"report"}
+    assert changed_stages(root, lambda r: (r / "report" / "claims" / "new_claim.py").write_text("X = 1\n")) == {
+        "report"}
+
+
+def test_every_module_the_report_stage_imports_is_in_its_digest():
+    """What the report's code loads when it builds its claims is what its digest covers (a module loaded and not
+    digested is code whose change leaves the report stale)."""
+    script = ("import sys; from assocmem.report.build import build_report; "
+              "from assocmem.report.claims.registry import all_claims; all_claims(); "
+              "print('\\n'.join(m.__file__ for n, m in sorted(sys.modules.items()) "
+              "if n.split('.')[0] == 'assocmem' and getattr(m, '__file__', None)))")
+    loaded = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    files = {Path(line).resolve() for line in loaded.split()}
+    assert files and files <= {path.resolve() for path in stage_files("report")}, files - set(stage_files("report"))
 
 
 def test_an_editors_hidden_temporary_file_is_not_code(tmp_path):
