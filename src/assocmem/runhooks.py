@@ -15,6 +15,8 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -112,31 +114,87 @@ def is_report_command(argv: list[str]) -> bool:
     return any(arg == "--report" or arg.startswith("--report=") for arg in argv)
 
 
-def report_mismatches(expectations: dict[str, dict[str, Any]]) -> list[str]:
-    """The jobs whose stamp says they were made with other settings or code than the config and checkout imply (a
-    results directory of an earlier run with other `--set`s), or that have not run."""
+def _stamp_mismatch(stamp: str, expect: dict[str, Any]) -> str | None:
+    """"not run", "misplaced" (another job's outputs: refused by the jobs that read them, not rerun), "settings" or
+    "code" where the job's stamp is not what the config and checkout imply, else None."""
     from assocmem import stamps
     from assocmem.errors import AssocmemError
 
-    problems = []
-    for stamp, expect in sorted(expectations.items()):
-        try:
-            record = stamps.read_stamp(Path(stamp))
-        except AssocmemError:
-            problems.append(f"{Path(stamp).parent} has not run (or did not finish)")
-            continue
-        if record["params_sha256"][:stamps.SHORT] != expect["params"]:
-            problems.append(f"{Path(stamp).parent} was made with other settings (the ones in {stamp})")
-        elif str(record["code"])[:stamps.SHORT] != expect["code"]:
-            problems.append(f"{Path(stamp).parent} was made by other code")
-    return problems
+    try:
+        record = stamps.read_stamp(Path(stamp))
+    except AssocmemError:
+        return "not run"
+    if record["job"] != expect["job"]:
+        return "misplaced"
+    if record["params_sha256"][:stamps.SHORT] != expect["params"]:
+        return "settings"
+    if str(record["code"])[:stamps.SHORT] != expect["code"]:
+        return "code"
+    return None
+
+
+def foreign_jobs(expectations: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """Stamp -> "settings" or "code", for each job whose stamp says it was made with other settings or code than the
+    config and checkout imply (``expectations``: the workflow's ``upstream_expectations``); a job without a readable
+    stamp is not among them (it has not run, or did not finish: Snakemake runs it), nor one holding another job's
+    outputs (copied or moved: the jobs that read it refuse it, naming it, and `assocmem verify` lists it)."""
+    found = {stamp: _stamp_mismatch(stamp, expect) for stamp, expect in sorted(expectations.items())}
+    return {stamp: kind for stamp, kind in found.items() if kind in ("settings", "code")}
+
+
+def report_mismatches(expectations: dict[str, dict[str, Any]]) -> list[str]:
+    """The jobs whose stamp says they were made with other settings or code than the config and checkout imply (a
+    results directory of an earlier run with other `--set`s), or that have not run."""
+    why = {"not run": "has not run (or did not finish)", "misplaced": "holds the outputs of another job ({})",
+           "settings": "was made with other settings (the ones in {})", "code": "was made by other code"}
+    found = ((stamp, _stamp_mismatch(stamp, expect)) for stamp, expect in sorted(expectations.items()))
+    return [f"{Path(stamp).parent} {why[kind].format(stamp)}" for stamp, kind in found if kind is not None]
+
+
+def _listed(problems: list[str]) -> str:
+    return "; ".join(problems[:3]) + (f"; and {len(problems) - 3} more" if len(problems) > 3 else "")
+
+
+def foreign_message(foreign: dict[str, str]) -> str:
+    """What a run says about the jobs whose results are not this config's and checkout's (:func:`foreign_jobs`)."""
+    jobs = "1 job of this config holds" if len(foreign) == 1 else f"{len(foreign)} jobs of this config hold"
+    shown = _listed([f"{Path(stamp).parent} (other {kind})" for stamp, kind in foreign.items()])
+    return (f"assocmem: {jobs} results made with other settings or code than this config and "
+            f"checkout (each job's provenance.json has what it ran with): they run again, with their dependants, "
+            f"where this run needs them: {shown}.")
+
+
+FOREIGN_MARKERS = ".cache/foreign"  # under the results directory
+
+
+def foreign_marker(results_dir: str, stamp: str) -> str:
+    """The file every stamped job reads as one more input (:func:`mark_foreign`): one name under
+    ``<results_dir>/.cache/foreign``, so that it is no artifact of the layout."""
+    name = Path(stamp).relative_to(results_dir).as_posix().replace("/", "~")
+    return f"{results_dir}/{FOREIGN_MARKERS}/{name}.rerun"
+
+
+def mark_foreign(results_dir: str, stamps: Iterable[str], foreign: dict[str, str]) -> None:
+    """Give each job of ``stamps`` its marker: dated now for a foreign job, so that it is newer than the job's
+    outputs and Snakemake reruns the job and its dependants; dated 1970 for the others. Snakemake's own rerun
+    triggers read its records in .snakemake/metadata, keyed by path: a results directory copied from another run,
+    or one whose records are lost, looks up to date to them. Every job reads its marker always, so the set of its
+    inputs (another of those triggers) never changes."""
+    for stamp in stamps:
+        marker = Path(foreign_marker(results_dir, stamp))
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        if stamp in foreign:  # new bytes too: Snakemake ignores a newer input whose checksum is the one it recorded
+            marker.write_text(f"other {foreign[stamp]} than the config, seen {time.time_ns()}\n")
+        elif not marker.is_file() or marker.stat().st_mtime_ns != 0:
+            marker.touch()
+            os.utime(marker, ns=(0, 0))
 
 
 def refuse_foreign_report(problems: list[str]) -> str | None:
     """The one-paragraph refusal of `snakemake --report` over results that are not this config's, or None."""
     if not problems:
         return None
-    shown = "; ".join(problems[:3]) + (f"; and {len(problems) - 3} more" if len(problems) > 3 else "")
+    shown = _listed(problems)
     return (f"assocmem: the results are not those of this config and checkout, so a report of them would describe "
             f"another run: {shown}. Run the workflow with this config first (the same command without --report), "
             "then pack the report.")

@@ -5,6 +5,7 @@ line after the stage returns, so a killed job never leaves one. It records:
 
 - the job: its rule and directory under the results directory (``activations qf/activations/L2/pct1``);
 - a sha256 of the settings the job ran with (its ``--params``) and the digest of the stage's code;
+- the threads its products ran on (not a setting: they change trained weights only by fp32 rounding);
 - each output file's sha256, size and modification time;
 - the content digest of the stamps of the jobs it read (its upstream, by path under the results directory),
   so a stale chain is seen.
@@ -64,10 +65,18 @@ def write_stamp(stamp: str | Path, rule: str, params: dict[str, Any], code: str,
     files = {Path(path).name: file_entry(Path(path)) for path in outputs
              if Path(path).is_file() and Path(path).resolve() != stamp.resolve()}
     record = {"version": VERSION, "job": job_id(rule, stamp), "params_sha256": params_digest(params), "code": code,
-              "params": params, "files": dict(sorted(files.items())),
+              "params": params, "threads": ran_with_threads(), "files": dict(sorted(files.items())),
               "upstream": {relative_to_results(Path(path)): content_digest(read_stamp(Path(path)))
                            for path in sorted(map(str, upstream))}}
     write_json(stamp, record)
+
+
+def ran_with_threads() -> int | None:
+    """The OpenMP threads the job's products ran on ($OMP_NUM_THREADS: Snakemake's per-job setting, or the stage's
+    own, assocmem.runtime.set_threads), None where unset. Not a setting: threads_per_job changes trained weights only
+    by the order of float sums and is in no job's params, so a stamp records it beside them."""
+    value = os.environ.get("OMP_NUM_THREADS", "").strip()
+    return int(value) if value.isdigit() else None
 
 
 def relative_to_results(path: Path) -> str:

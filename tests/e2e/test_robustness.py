@@ -270,6 +270,37 @@ def test_a_deleted_output_reruns_its_job_and_its_dependants(tiny_copy):
     assert model.read_bytes() == before and dry_run(ROOT, tiny_copy) == set()
 
 
+def trained_seed(workdir: Path) -> int:
+    stamp = workdir / "results" / "qf" / "train" / "tiny" / "pct100" / "provenance.json"
+    return json.loads(stamp.read_text())["params"]["seed"]
+
+
+def test_results_snakemake_has_no_record_of_are_checked_against_the_config(tiny_run, tiny_copy, tmp_path):
+    """Snakemake's rerun triggers read its records in .snakemake/metadata, keyed by path: with them lost (a fresh
+    clone beside old results) a changed seed reran nothing, and a results directory copied from a run of another
+    config was kept whole, with no word from the run or from `assocmem verify`. The stamps say what each job ran
+    with: such jobs run again, the run names them, and the next run has nothing to do."""
+    seed8 = tmp_path / "seed8.yaml"
+    seed8.write_text(re.sub(r"(?m)^seed: .*$", "seed: 8", (ROOT / "config" / "test.yaml").read_text()))
+    shutil.rmtree(tiny_copy / ".snakemake" / "metadata")
+    plan = snakemake(tiny_copy, "-n", "--cores", "2", config=seed8)
+    assert planned_rules(plan) >= {"generate_data", "tokenize", "train", "activations", "neighbours", "report"}
+    said = [line for line in plan.stderr.splitlines() if "made with other settings or code" in line]
+    assert len(said) == 1 and "results/qf/train/tiny/pct100 (other settings)" in said[0], plan.stderr[-2000:]
+    snakemake(tiny_copy, "--cores", "2", config=seed8)
+    assert trained_seed(tiny_copy) == 8
+    assert planned_rules(snakemake(tiny_copy, "-n", "--cores", "2", config=seed8)) == set()
+
+    # the seed-8 results copied over a seed-7 run's, whose records Snakemake keeps: the seed-7 config reruns them
+    other = tmp_path / "other"
+    shutil.copytree(tiny_run, other, symlinks=True, ignore=shutil.ignore_patterns("locks", "incomplete"))
+    assert planned_rules(snakemake(other, "-n", "--cores", "2")) == set()  # its own, seed-7 results: up to date
+    shutil.rmtree(other / "results")
+    shutil.copytree(tiny_copy / "results", other / "results", symlinks=True)
+    assert trained_seed(other) == 8
+    assert planned_rules(snakemake(other, "-n", "--cores", "2")) >= {"train", "activations", "report"}
+
+
 def test_changed_code_reruns_its_jobs_and_their_dependants(tiny_copy, tmp_path):
     repo = copy_of_the_workflow(tmp_path / "repo")
     assert dry_run(repo, tiny_copy) == set()  # same code: nothing to do

@@ -4,6 +4,7 @@ rule activations:
         store=P("tokens_meta"),
         subset=P("subset_meta"),
         model=activation_model,
+        foreign=foreign_input("activations"),
     output:
         train=P("acts_train"),
         heldout=P("acts_heldout"),
@@ -44,6 +45,7 @@ rule pretrained_activations:
     """The paper's Fig. 2 protocol on a pretrained HF causal LM (e.g. gpt2-medium)."""
     input:
         store=P("tokens_meta"),
+        foreign=foreign_input("pretrained_activations", subset=PRETRAINED),
     output:
         train=at("acts_train", exp="{exp}", model="{model}", subset=PRETRAINED),
         heldout=at("acts_heldout", exp="{exp}", model="{model}", subset=PRETRAINED),

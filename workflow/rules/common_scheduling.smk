@@ -1,5 +1,7 @@
 # Included by common.smk: the threads, priorities and GPUs of the jobs, i.e. how Snakemake places them on the
-# cores and devices. Nothing here changes a job's outputs, so none of it is part of any params.
+# cores and devices. None of it is part of any params: nothing here changes what a job computes, only, for a training,
+# the order of its float sums (its weights by fp32 rounding, as train.stack_replicas does), so a cached result made at
+# another thread count is kept; each stamp records the threads its job ran on (assocmem.stamps).
 from assocmem.runtime import job_threads, run_priority, share_of_cores
 from assocmem.runtime.gpu_probe import cuda_present
 

@@ -1,5 +1,7 @@
 rule generate_data:
     """Sample McCoy et al.'s question-formation splits from the embedded grammar, or download them."""
+    input:
+        foreign=foreign_input("generate_data"),
     output:
         files=expand(
             P("raw_file"), split=QUESTION_FORMATION.raw_splits, allow_missing=True
@@ -33,6 +35,7 @@ rule data_audit:
         unpack(audit_inputs),
         train=at("raw_file", exp="{exp}", split="train"),
         manifest=P("raw_manifest"),
+        foreign=foreign_input("data_audit"),
     output:
         floor=P("floor"),
         compare=P("compare"),
@@ -61,6 +64,8 @@ rule data_audit:
 
 rule generate_fresh:
     """A fresh sample from the generator, distributed as the training split: the evaluate stage's large set."""
+    input:
+        foreign=foreign_input("generate_fresh"),
     output:
         file=P("fresh_file"),
         manifest=P("fresh_manifest"),
@@ -88,6 +93,8 @@ rule generate_fresh:
 
 rule generate_facts:
     """Random key -> value facts for the memorisation test (train and unseen) and their exact information content."""
+    input:
+        foreign=foreign_input("generate_facts"),
     output:
         files=expand(P("facts_file"), split=FACTS.raw_splits, allow_missing=True),
         information=P("facts_information"),

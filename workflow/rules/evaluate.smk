@@ -5,6 +5,7 @@ rule evaluate:
         unpack(evaluation_inputs),
         model=P("best_model"),
         store=P("tokens_meta"),
+        foreign=foreign_input("evaluate"),
     output:
         evaluation=P("evaluation"),
         stamp=P("eval_stamp"),

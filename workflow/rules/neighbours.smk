@@ -5,6 +5,7 @@ rule neighbours:
         heldout=P("acts_heldout"),
         radius=P("acts_radius"),
         meta=P("acts_meta"),
+        foreign=foreign_input("neighbours"),
     output:
         self_nn=P("nn_self"),
         heldout_nn=P("nn_heldout"),

@@ -2,6 +2,7 @@ rule subsets:
     """The first X% of the training split's fixed order, as a view on the token store."""
     input:
         store=P("tokens_meta"),
+        foreign=foreign_input("subsets"),
     output:
         meta=P("subset_meta"),
         stamp=P("subset_stamp"),

@@ -3,6 +3,7 @@ rule sweep:
     inverted U (assocmem.sweep)."""
     input:
         sweep_inputs,
+        foreign=foreign_input("sweep"),
     output:
         analysis=P("sweep_analysis"),
         stamp=P("sweep_stamp"),
@@ -34,6 +35,7 @@ rule memorisation:
     bits per parameter and the stored patterns' NN distances (assocmem.memorisation)."""
     input:
         memorisation_inputs,
+        foreign=foreign_input("memorisation"),
     output:
         analysis=P("memorisation_analysis"),
         stamp=P("memorisation_stamp"),

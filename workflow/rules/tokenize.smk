@@ -3,6 +3,7 @@ rule tokenize:
     local files) with held-out validation documents, streamed into resumable shards."""
     input:
         unpack(tokenize_inputs),
+        foreign=foreign_input("tokenize"),
     output:
         meta=P("tokens_meta"),
         source=P("tokens_source"),

@@ -3,6 +3,7 @@ rule train:
     input:
         store=P("tokens_meta"),
         subset=P("subset_meta"),
+        foreign=foreign_input("train"),
     output:
         model=P("model"),
         best=P("best_model"),
@@ -52,6 +53,7 @@ for _exp in stacked_experiments():
         input:
             store=P("tokens_meta"),
             subset=P("subset_meta"),
+            foreign=foreign_stacked_input,
         output:
             stacked_outputs(_exp),
         log:

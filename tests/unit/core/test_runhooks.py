@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import os
 import signal
+import time
 
 import pytest
 
@@ -139,6 +140,53 @@ def test_report_of_results_made_with_other_settings_is_refused(tmp_path) -> None
     refusal = runhooks.refuse_foreign_report(problems)
     assert refusal.startswith("assocmem: the results are not those of this config") and "\n" not in refusal
     assert runhooks.is_report_command(["snakemake", "--report", "r.zip"]) and not runhooks.is_report_command(["-n"])
+
+
+def test_jobs_made_with_other_settings_or_code_get_a_new_marker_the_others_one_from_1970(tmp_path) -> None:
+    """Snakemake's rerun triggers read its records in .snakemake/metadata, keyed by path: a results directory copied
+    from another run, or one whose records are lost, looked up to date. Every stamped job reads a marker as one more
+    input; a foreign job's marker gets new bytes and the time now (Snakemake ignores a newer input whose checksum it
+    recorded), the others' stay dated 1970."""
+    from assocmem import layout, stamps
+
+    results = str(tmp_path / "results")
+    stamp = tmp_path / "results" / "qf" / "data" / "tokens" / "provenance.json"
+    stamp.parent.mkdir(parents=True)
+    (stamp.parent / "meta.json").write_text("{}")
+    stamps.write_stamp(stamp, "tokenize", {"a": 1}, "c" * 16, [stamp.parent / "meta.json"])
+    same = stamps.expectation(stamp, "tokenize", {"a": 1}, "c" * 16, [])
+    missing = str(tmp_path / "results" / "qf" / "data" / "subsets" / "pct10" / "provenance.json")
+    assert runhooks.foreign_jobs({str(stamp): same, missing: same}) == {}
+    other_code = stamps.expectation(stamp, "tokenize", {"a": 1}, "d" * 16, [])
+    assert runhooks.foreign_jobs({str(stamp): other_code}) == {str(stamp): "code"}
+    other_settings = stamps.expectation(stamp, "tokenize", {"a": 2}, "d" * 16, [])
+    foreign = runhooks.foreign_jobs({str(stamp): other_settings, missing: other_settings})
+    assert foreign == {str(stamp): "settings"}  # a job that has not run is Snakemake's to run
+    # another job's outputs copied here are refused by their readers (and listed by `assocmem verify`), not rerun
+    moved = tmp_path / "results" / "qf" / "data" / "fresh" / "provenance.json"
+    moved.parent.mkdir(parents=True)
+    moved.write_bytes(stamp.read_bytes())
+    elsewhere = stamps.expectation(moved, "generate_fresh", {"a": 2}, "d" * 16, [])
+    assert runhooks.foreign_jobs({str(moved): elsewhere}) == {}
+    assert runhooks.report_mismatches({str(moved): elsewhere}) == [
+        f"{moved.parent} holds the outputs of another job ({moved})"]
+
+    marker = tmp_path / runhooks.foreign_marker(results, str(stamp))
+    assert marker.parent == tmp_path / "results" / ".cache" / "foreign" and layout.match(marker) is None
+    runhooks.mark_foreign(results, [str(stamp), missing], {})
+    markers = sorted((tmp_path / "results" / ".cache" / "foreign").iterdir())
+    assert len(markers) == 2 and {m.stat().st_mtime_ns for m in markers} == {0}
+    before = time.time_ns()
+    runhooks.mark_foreign(results, [str(stamp), missing], foreign)
+    first = marker.read_bytes()
+    assert marker.stat().st_mtime_ns >= before - 10**9 and b"settings" in first
+    runhooks.mark_foreign(results, [str(stamp)], foreign)
+    assert marker.read_bytes() != first  # foreign again (after a failed rerun): new bytes again
+    runhooks.mark_foreign(results, [str(stamp)], {})
+    assert marker.stat().st_mtime_ns == 0  # rerun since: older than any output again
+    message = runhooks.foreign_message(foreign)
+    assert message.startswith("assocmem: 1 job of this config holds results made with other settings or code")
+    assert f"{stamp.parent} (other settings)" in message and "\n" not in message
 
 
 def test_ctrl_c_while_the_workflow_is_read_is_one_line(capsys) -> None:

@@ -50,13 +50,15 @@ def test_every_stamped_rule_has_a_stamp_its_outputs_map_back_to():
         assert layout.stamp_of(stamp) == (rule, stamp)
 
 
-def test_a_finished_job_verifies(tmp_path):
+def test_a_finished_job_verifies(tmp_path, monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")  # Snakemake's per-job setting: recorded, not a setting of the job
     stamp = finished_job(tmp_path)
     stamps.verify(stamp, expect(stamp, files=("summary.csv", "radius.json")))
     assert stamps.scan(tmp_path) == []
     record = json.loads(stamp.read_text())
     assert record["job"] == "neighbours qf/neighbours/tiny/pct100" and set(record["files"]) == {
         "summary.csv", "radius.json"}
+    assert record["threads"] == 3 and "threads" not in record["params"]
 
 
 @pytest.mark.parametrize(("change", "message"), [
