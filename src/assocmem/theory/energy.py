@@ -3,7 +3,7 @@
 Notation: ``patterns`` is the stored set D = {rho_1..rho_d} as a (d, n) array, ``queries`` a (m, n) array.
 ``d`` is the number of patterns; the paper's distance d(x, y) is written ``sq_dist`` here to avoid the clash.
 
-* ``g(x) = min_i ||x - rho_i||^2``  (eq. 3 with the squared Euclidean distance the paper fixes in Sec. 4.1)
+* ``g(x) = min_i ||x - rho_i||^2``  (eq. 3 with the squared Euclidean distance the paper fixes in Sec. 4)
 * ``E(x) = -log sum_i exp(-beta ||x - rho_i||^2)`` with beta = 1 in the paper (eq. 4)
 * ``E_MCHN^beta(x) = -beta^-1 log sum_i exp(beta rho_i.x) + x.x/2 + beta^-1 log d + max_i ||rho_i||^2 / 2``
   (Ramsauer et al. 2020, with their N = number of patterns = our d, and M = max_i ||rho_i||)

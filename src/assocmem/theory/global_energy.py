@@ -1,4 +1,4 @@
-"""The global energy of Section 4.2: E_global(x) = -LogSumExp(-E_1(x), ..., -E_l(x)) (eq. 7) and eq. (8)."""
+"""The global energy of Sec. 4.1: E_global(x) = -LogSumExp(-E_1(x), ..., -E_l(x)) (eq. 7) and eq. (8)."""
 
 from __future__ import annotations
 

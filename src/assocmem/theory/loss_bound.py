@@ -5,7 +5,9 @@ Forms implemented (Z_t is always passed as log Z_t, because it is astronomically
 * printed (Sec. 5):  1 < L = log Z_t + 1/Z_t + log l - c <= log Z_t + 1/Z_t + log l, c in [0, log l);
   the remark after it: L(N, D) ~= log Z_t + 1/Z_t >= 1 (equality iff Z_t = 1).
 * corrected:   following App. C.1 with E_t(rho) = g_t(rho) = 0 (the energy, not the density 1/Z_t),
-               the same steps give L = log Z_t (a differential cross-entropy, unbounded below).
+               the same steps, its substitution (b) included, give L = log Z_t (a differential cross-entropy,
+               unbounded below). (b) holds where one layer is nearest everywhere; layers that split far-apart
+               patterns between them give L = log Z_t + log l (:func:`layered_cross_entropy_1d`).
 """
 
 from __future__ import annotations
@@ -40,7 +42,8 @@ def prop4_printed_upper(log_z: float, n_layers: int) -> float:
 
 
 def prop4_corrected(log_z: float) -> float:
-    """L = log Z_t: App. C.1 redone with the energy value g_t(rho) = 0 at a stored pattern."""
+    """L = log Z_t: App. C.1 redone with the energy value g_t(rho) = 0 at a stored pattern, through its own
+    substitution (b) for Z_theta (one layer nearest everywhere; see :func:`layered_cross_entropy_1d`)."""
     return float(log_z)
 
 
@@ -100,3 +103,44 @@ def toy_cross_entropy_1d(pattern_positions: np.ndarray, radius: float, n_layers:
             "exact_L": float(np.log(z_theta)) + mean_global_energy,
             "paper_L": log_z_plus_inverse(log_z) + log_l, "corrected_L": prop4_corrected(log_z),
             "mean_energy_at_patterns": mean_global_energy + log_l}
+
+
+def layered_cross_entropy_1d(layers: list[np.ndarray], radius: float) -> dict[str, float]:
+    """Exact App. C.1 quantities in n = 1 for layers that each store their own patterns, by quadrature.
+
+    E_t is layer t's LogSumExp energy (4) over its patterns, E_global = -LSE(-E_1, ..., -E_l) (7), p_theta =
+    exp(-E_global) / Z_theta on Omega = the union of [rho - r, rho + r] over every stored pattern (disjoint), Z_t =
+    int_Omega exp(-g_t) (eq. 12), and the target puts equal mass on every distinct stored pattern, so L = log Z_theta +
+    mean E_global(rho) exactly. Where the layers split far-apart patterns between them, E_global(rho) ~= 0 and
+    Z_theta ~= sum_t Z_t, so L ~= log Z_t + log l: App. C.1's substitution (b), log Z_theta ~= log l - c + log Z_t,
+    holds only where one layer is nearest everywhere (identical layers: :func:`toy_cross_entropy_1d`). Returned with
+    eq. (10)'s offset c(x) = E_global - min_t E_t + log l at the patterns.
+    """
+    from scipy import integrate
+    from scipy.special import logsumexp
+
+    from assocmem.theory.energy import distance_energy
+
+    stored = [np.asarray(layer, dtype=np.float64).ravel()[:, None] for layer in layers]
+    centres = np.unique(np.concatenate([layer.ravel() for layer in stored]))  # a pattern two layers store: one ball
+    if centres.size > 1 and np.diff(centres).min() < 2 * radius:
+        raise ValueError("intervals overlap: need spacing >= 2 * radius")
+
+    def layer_energies(x: np.ndarray) -> np.ndarray:  # (l, m)
+        return np.stack([distance_energy(x[:, None], layer) for layer in stored])
+
+    def global_energy(x: np.ndarray) -> np.ndarray:
+        return -logsumexp(-layer_energies(x), axis=0)
+
+    def over_omega(f) -> float:
+        return sum(integrate.quad(lambda x: float(f(np.array([x]))[0]), c - radius, c + radius, epsabs=0,
+                                  epsrel=1e-12)[0] for c in centres)
+
+    z_theta = over_omega(lambda x: np.exp(-global_energy(x)))
+    z_t = [over_omega(lambda x, layer=layer: np.exp(-((x[:, None] - layer.T) ** 2).min(axis=1))) for layer in stored]
+    at_patterns = global_energy(centres)
+    offsets = at_patterns - layer_energies(centres).min(axis=0) + np.log(len(stored))
+    return {"n_layers": float(len(stored)), "log_Z_theta": float(np.log(z_theta)),
+            "log_Z_t": [float(np.log(z)) for z in z_t], "log_sum_Z_t": float(np.log(sum(z_t))),
+            "exact_L": float(np.log(z_theta) + at_patterns.mean()),
+            "c_min": float(offsets.min()), "c_max": float(offsets.max())}

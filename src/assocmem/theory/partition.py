@@ -1,4 +1,4 @@
-"""The Gaussian integral over an n-ball (eq. 12), Lemma 5, and the layer partition function Z_t (eqs. 13-14).
+"""The Gaussian integral over an n-ball, the layer partition function Z_t (eq. 12), Lemma 5 and its bounds (eq. 13).
 
 Correct form (derived in docs/derivations.md): with u = t^2,
 
@@ -98,7 +98,7 @@ def correct_ball_log_bounds(n: int | np.ndarray, r: float | np.ndarray) -> tuple
 
 
 def log_partition(n: int, radii: float | np.ndarray, n_patterns: int | None = None) -> float:
-    """log Z_t of eq. (13) with the correct integral: Z_t = sum_i I_n(r_i).
+    """log Z_t of eq. (12) with the correct integral: Z_t = sum_i I_n(r_i).
 
     Pass one radius plus ``n_patterns`` (all balls equal) or an array of per-pattern radii.
     """
@@ -114,7 +114,7 @@ def log_partition(n: int, radii: float | np.ndarray, n_patterns: int | None = No
 
 
 def log_partition_printed_bounds(n: int, r: float, n_patterns: int) -> tuple[float, float]:
-    """Eq. (14) as printed, for any r: d V_n(r) e^{-r} <= Z_t <= d V_n(r) (logs)."""
+    """Eq. (13) as printed, for any r: d V_n(r) e^{-r} <= Z_t <= d V_n(r) (logs)."""
     low, high = printed_ball_log_bounds(n, r)
     return float(np.log(n_patterns) + low), float(np.log(n_patterns) + high)
 

@@ -1,4 +1,4 @@
-"""Radius hypothesis of Section 5.2 / App. F.1: r* = sqrt(n / (2 pi e)) and the radii it stands for.
+"""Radius hypothesis of Sec. 5 (after eq. (13)) and Sec. 6.1: r* = sqrt(n / (2 pi e)) and the radii it stands for.
 
 The paper's r* is the asymptotic solution of V_n(r) = O(1) (Stirling on the unit-ball volume), i.e. it
 uses V_n(r), the UPPER bound of the ball integral, as if it were the integral. Related exact radii:

@@ -47,6 +47,30 @@ def test_exact_layered_cross_entropy_refutes_the_inverse_z_term(n_layers: int) -
         lb.toy_cross_entropy_1d(np.array([0.0]), radius, n_layers=1)
 
 
+@pytest.mark.parametrize("n_layers", [2, 3])
+def test_layers_that_split_the_patterns_add_log_l_to_the_corrected_loss(n_layers: int) -> None:
+    """Redone with the energy, App. C.1 gives L = log Z_t through its substitution (b), log Z_theta ~= log l - c +
+    log Z_t, which holds where one layer is nearest everywhere. With the patterns split between the layers (one
+    far-apart pattern each, Z_t = 1), c(x) = log l on Omega (excluded by the LaTeX source's [0, log l), included by
+    the PDF text's [0, log l]) and the exact L = log Z_theta = log(sum_t Z_t) = log l: log Z_t + log l, not log Z_t,
+    and below Prop. 4's floor 1 for l = 2."""
+    radius = float(erfinv(1.0 / np.sqrt(np.pi)))
+    out = lb.layered_cross_entropy_1d([np.array([10.0 * t]) for t in range(n_layers)], radius)
+    assert out["log_Z_t"] == pytest.approx([0.0] * n_layers, abs=1e-12)
+    assert out["exact_L"] == pytest.approx(np.log(n_layers), abs=1e-12) == out["log_sum_Z_t"]
+    assert out["c_min"] == pytest.approx(np.log(n_layers)) == out["c_max"]
+    if n_layers == 2:
+        assert out["exact_L"] < 1.0
+    # with identical layers the same computation is the one-layer toy's (c = 0, L = log Z_t)
+    same = lb.layered_cross_entropy_1d([np.array([0.0, 10.0])] * n_layers, 0.2)
+    toy = lb.toy_cross_entropy_1d(np.array([0.0, 10.0]), 0.2, n_layers=n_layers)
+    assert same["exact_L"] == pytest.approx(toy["exact_L"], abs=1e-9)
+    assert same["log_Z_theta"] == pytest.approx(toy["log_Z_theta"], abs=1e-9)
+    assert same["c_min"] == pytest.approx(0.0, abs=1e-12) == same["c_max"]
+    with pytest.raises(ValueError, match="overlap"):
+        lb.layered_cross_entropy_1d([np.array([0.0]), np.array([1.0])], 0.6)
+
+
 def test_exact_cross_entropy_can_be_negative() -> None:
     out = lb.toy_cross_entropy_1d(np.array([0.0, 10.0]), 0.2)
     assert out["exact_L"] < 0 < 1 <= out["paper_L"]

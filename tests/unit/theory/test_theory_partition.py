@@ -161,6 +161,30 @@ def test_printed_ball_lower_bound_fails_at_r_star_n1024() -> None:
     assert float(low) - truth > 45  # e^{-r} V_n(r) exceeds the true integral by a factor > e^45
 
 
+def _first_radius(holds: np.ndarray, radii: np.ndarray) -> float | None:
+    """The smallest radius of the grid at which ``holds`` is false (None: it holds on the whole grid)."""
+    return float(radii[~holds][0]) if (~holds).any() else None
+
+
+def test_where_the_printed_forms_of_eq12_and_its_lower_bound_part_from_the_truth() -> None:
+    """The radii docs/derivations.md §5-6 gives: the printed integral exceeds the whole Gaussian mass pi^{n/2} from
+    r = 9.97 (n = 512), 12.14 (768) and 13.97 (1024); the printed ball lower bound e^{-r} V_n(r) <= I_n(r) holds
+    for every r at n = 1, 2, and fails from r = 2.73 (n = 3), 1.745 (n = 4), 1.225 (n = 10), just above 1 for n >=
+    512, all against the exact integral; at r* = sqrt(n / (2 pi e)) it fails from n = 21 on."""
+    radii = np.round(np.arange(0.01, 40.0, 0.005), 3)
+    onsets = {n: _first_radius(pa.log_ball_integral_printed(n, radii) <= pa.log_gaussian_total_mass(n), radii)
+              for n in (512, 768, 1024)}
+    assert onsets == pytest.approx({512: 9.97, 768: 12.14, 1024: 13.97}, abs=0.006)
+    onsets = {n: _first_radius(pa.printed_ball_log_bounds(n, radii)[0] <= pa.log_ball_integral(n, radii), radii)
+              for n in (1, 2, 3, 4, 10, 512, 1024)}
+    assert onsets[1] is None and onsets[2] is None
+    assert {n: onsets[n] for n in (3, 4, 10)} == pytest.approx({3: 2.73, 4: 1.745, 10: 1.225}, abs=0.006)
+    assert 1.0 < onsets[512] < 1.01 and 1.0 < onsets[1024] < 1.01
+    fails_at_r_star = [n for n in range(1, 65) if float(pa.printed_ball_log_bounds(n, radius_star(n))[0])
+                       > float(pa.log_ball_integral(n, radius_star(n)))]
+    assert fails_at_r_star == list(range(21, 65))  # "at the paper's r* it fails from n = 21 on"
+
+
 def test_log_partition_equal_and_unequal_radii() -> None:
     n = 16
     expected = np.log(500) + float(pa.log_ball_integral(n, 2.0))

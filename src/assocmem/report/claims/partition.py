@@ -99,6 +99,10 @@ def prop4(models: pd.DataFrame) -> dict[str, Any]:
     toy = lb.toy_cross_entropy_1d(np.array([0.0]), float(special.erfinv(1 / np.sqrt(np.pi))), n_layers=2)
     numbers.update({"toy_d1_n1_l2_exact_L": toy["exact_L"], "toy_d1_n1_l2_paper_L": toy["paper_L"],
                     "toy_d1_n1_l2_c": toy["c"]})
+    # the layers split the patterns (one each, far apart): App. C.1's substitution (b) fails, L = log Z_t + log l
+    split = lb.layered_cross_entropy_1d([np.array([0.0]), np.array([10.0])], float(special.erfinv(1 / np.sqrt(np.pi))))
+    numbers.update({"toy_split_l2_exact_L": split["exact_L"], "toy_split_l2_log_Z_t": split["log_Z_t"][0],
+                    "toy_split_l2_c": split["c_min"]})
     numbers.update({f"proof_constant_l24_c0.{k}": v for k, v in lb.proof_steps(0.0, 24, 0.0).items()})
     for _, row in models[usable].iterrows():
         out = lb.prop4_from_radius(int(row["n_dim"]), float(row["radius"]), int(row["n_patterns"]),
@@ -113,8 +117,12 @@ def prop4(models: pd.DataFrame) -> dict[str, Any]:
     excluded = [f"{row['model']} ({row.get('status', 'not converged')})" for _, row in models[~usable].iterrows()]
     evidence = (
         r"App. C.1 step (a) uses $E_t(\rho)=1/Z_t$, i.e. the DENSITY $e^{-g_t}/Z_t$ printed as $E_t$ in Sec. 4.1, "
-        r"instead of the energy $g_t(\rho)=0$; redoing it with the energy gives $L=\log Z_t$ (a differential "
-        r"cross-entropy, unbounded below), and the $1/Z_t$ term, hence the floor 1, disappears. The chain is also "
+        r"instead of the energy $g_t(\rho)=0$; redoing its steps with the energy, its substitution (b) for "
+        r"$Z_\theta$ included, gives $L=\log Z_t$ (a differential "
+        r"cross-entropy, unbounded below), and the $1/Z_t$ term, hence the floor 1, disappears. (b) holds where one "
+        r"layer is nearest everywhere; two layers that each store one of two far-apart patterns ($Z_t=1$, "
+        r"$c(x)=\log 2$: outside the LaTeX source's $[0,\log l)$, inside the PDF text's $[0,\log l]$) give exact "
+        f"$L={split['exact_L']:.4f}=\\log Z_t+\\log l$, below 1 as well. The chain is also "
         r"inconsistent as printed: (a) adds $+\log l$, and substituting $\log Z_\theta\approx\log l-c+\log Z_t$ "
         r"gives $\log Z_t+1/Z_t+2\log l-c$, not (b)'s $\log Z_t+1/Z_t+\log l-c$; eq. (10) would give $-\log l+c$ "
         r"in (a) and $L=\log Z_t+1/Z_t$. Minimal counterexample: $d=1$, $n=1$, $l=2$ identical layers (so "
@@ -192,7 +200,7 @@ register(Claim(
     r"=2\pi^{n/2}\frac{\gamma(n,r_i)}{\Gamma(n/2)}$ with $\gamma(n,r)=\int_0^r t^{n-1}e^{-t}dt$ (12).",
     quotes.EQ12, order=50, evaluate=lambda evidence: eq12(), figures=(_eq12_figure,)))
 register(Claim(
-    "lemma5", "Lemma 5", r"eqs. (13)–(14): bounds on $Z_t$",
+    "lemma5", "Lemma 5", r"Lemma 5 and eq. (13): bounds on $Z_t$",
     "Lemma 5 (App. C.2) and Sec. 5, eq. (13): e^{-r_i} V_n(r_i) <= 2 pi^{n/2} gamma(n, r_i)/Gamma(n/2) = "
     "int_{B_i} exp(-||x-rho_i||^2) dx <= V_n(r_i); d V_n(sqrt(n/2pi e)) / exp(sqrt(n/2pi e)) <= Z_t <= "
     "d V_n(sqrt(n/2pi e)).",
