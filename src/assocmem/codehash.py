@@ -243,11 +243,14 @@ def _stage_nodes(stage: str, root: Path) -> list[ast.stmt]:
     """The stage function, what runs at the import of ``assocmem.stages``, and the module-level definitions they
     name (helpers, constants), theirs in turn, in source order: a helper shared by two stages is part of both."""
     tree = _parsed((root / "stages.py").read_bytes())
-    defined = {name: node for node in tree.body for name in _defined_names(node)}
+    defined: dict[str, list[ast.stmt]] = {}
+    for node in tree.body:
+        for name in _defined_names(node):
+            defined.setdefault(name, []).append(node)  # every statement that binds it (``X = ...``, ``X += ...``)
     chosen = {id(node): node for node in [_stage_function(stage, root), *_run_at_import(tree)]}
     todo = list(chosen.values())
     while todo:
-        for node in (defined[name] for name in sorted(_free_names(todo.pop())) if name in defined):
+        for node in (node for name in sorted(_free_names(todo.pop())) for node in defined.get(name, [])):
             if id(node) not in chosen:
                 chosen[id(node)] = node
                 todo.append(node)

@@ -286,7 +286,9 @@ def test_results_snakemake_has_no_record_of_are_checked_against_the_config(tiny_
     plan = snakemake(tiny_copy, "-n", "--cores", "2", config=seed8)
     assert planned_rules(plan) >= {"generate_data", "tokenize", "train", "activations", "neighbours", "report"}
     said = [line for line in plan.stderr.splitlines() if "made with other settings or code" in line]
-    assert len(said) == 1 and "results/qf/train/tiny/pct100 (other settings)" in said[0], plan.stderr[-2000:]
+    assert len(said) == 1 and said[0].startswith("assocmem: 10 jobs of this config hold results made with other "
+                                                 "settings"), plan.stderr[-2000:]
+    assert "results/qf/data/fresh (other settings)" in said[0] and said[0].endswith("and 7 more.")
     snakemake(tiny_copy, "--cores", "2", config=seed8)
     assert trained_seed(tiny_copy) == 8
     assert planned_rules(snakemake(tiny_copy, "-n", "--cores", "2", config=seed8)) == set()

@@ -109,6 +109,8 @@ def test_a_stage_helper_in_the_stages_module_is_the_code_of_the_stages_that_call
     assert changed_stages(root, edit("_grid_runs", "runs = []", "runs = [] ")) == {"sweep", "memorisation"}
     assert changed_stages(root, append("stages.py")) == set()  # a comment after the last function
     assert changed_stages(root, append("stages.py", "\nlogging.disable()\n")) == set(RULES)  # runs at import
+    rebound = changed_stages(root, append("stages.py", "\nlog = logging.getLogger('other')\n"))  # a 2nd binding
+    assert {"evaluate", "neighbours", "sweep"} <= rebound and not {"train", "report"} & rebound
     # a local name that is also a stage's name (``train = ...`` in _grid_runs) is not that stage
     assert changed_stages(root, edit("train", 'setup.mark("imports")', 'setup.mark( "imports")')) == {"train"}
 
