@@ -6,6 +6,7 @@ fields are Snakemake wildcards in ``workflow/rules/common.smk`` and are filled i
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 
@@ -122,6 +123,14 @@ def subset_name(fraction: float) -> str:
 def match(file: str | Path) -> tuple[str, dict[str, str], Path] | None:
     """The artifact ``file`` is (matched on the layout, wherever the results directory is): its name, its
     wildcard fields and the results directory; None for a file outside the layout."""
+    found = _match(str(file))
+    return None if found is None else (found[0], dict(found[1]), found[2])
+
+
+@functools.lru_cache(maxsize=65536)
+def _match(file: str) -> tuple[str, tuple[tuple[str, str], ...], Path] | None:
+    """:func:`match`, once per path: a Snakefile matches every artifact of its DAG several times (a grid of 240
+    runs: about 6,000 calls at every start)."""
     parts = Path(file).parts
     for name, template in TEMPLATES.items():
         tparts = Path(template).parts
@@ -129,7 +138,7 @@ def match(file: str | Path) -> tuple[str, dict[str, str], Path] | None:
             continue
         fields: dict[str, str] = {}
         if all(_match_part(t, p, fields) for t, p in zip(tparts, parts[-len(tparts):], strict=True)):
-            return name, fields, Path(*parts[:-len(tparts)]) if len(parts) > len(tparts) else Path()
+            return name, tuple(fields.items()), Path(*parts[:-len(tparts)]) if len(parts) > len(tparts) else Path()
     return None
 
 
@@ -180,11 +189,16 @@ def job_id(rule: str, stamp: str | Path) -> str:
     return f"{rule} {Path(TEMPLATES[name].format(**fields)).parent.as_posix()}"
 
 
-def _match_part(template: str, part: str, fields: dict[str, str]) -> bool:
+@functools.cache
+def _part_pattern(template: str) -> re.Pattern[str]:
     pattern = re.escape(template)
     for field in ("exp", "model", "subset", "split", "name"):
         pattern = pattern.replace(re.escape("{" + field + "}"), f"(?P<{field}>[^/]+)")
-    found = re.fullmatch(pattern, part)
+    return re.compile(pattern)
+
+
+def _match_part(template: str, part: str, fields: dict[str, str]) -> bool:
+    found = _part_pattern(template).fullmatch(part)
     if found is None or any(fields.get(k, v) != v for k, v in found.groupdict().items()):
         return False
     fields.update(found.groupdict())

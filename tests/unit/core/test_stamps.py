@@ -41,6 +41,9 @@ def test_layout_matches_an_artifact_and_names_its_job_and_stamp():
     assert layout.stamp_of("r/qf/data/floor.json") == ("data_audit", Path("r/qf/data/audit.provenance.json"))
     assert layout.job_id("train", "r/qf/train/L4/pct1/provenance.json") == "train qf/train/L4/pct1"
     assert layout.stamp_of("r/report/index.html") is None and layout.match("elsewhere/question.dev") is None
+    # matched once per path (a Snakefile matches each artifact several times): a caller's edit is its own
+    fields["exp"] = "edited"
+    assert layout.match(Path("/x/my results/qf/activations/L2.s1/pct0.1/train.npy"))[1]["exp"] == "qf"
 
 
 def test_every_stamped_rule_has_a_stamp_its_outputs_map_back_to():
