@@ -66,6 +66,7 @@ TEMPLATES: dict[str, str] = {
     "report_checks": "report/checks.json",
     "report_verdicts": "report/verdicts.csv",
     "report_figures": "report/figures",
+    "report_stamp": "report/provenance.json",
     # per-job logs and benchmark timings
     "log": "logs/{name}.log",
     "benchmark": "benchmarks/{name}.tsv",
@@ -93,7 +94,7 @@ STAMPS: dict[str, str] = {
     "generate_facts": "facts_stamp",
     "tokenize": "tokens_stamp", "subsets": "subset_stamp", "train": "run_stamp", "activations": "acts_stamp",
     "pretrained_activations": "acts_stamp", "neighbours": "nn_stamp", "evaluate": "eval_stamp", "sweep": "sweep_stamp",
-    "memorisation": "memorisation_stamp",
+    "memorisation": "memorisation_stamp", "report": "report_stamp",
 }
 PRODUCERS.update({stamp: rule for rule, stamp in STAMPS.items() if rule != "pretrained_activations"})
 RUN_ARTIFACTS = ("model", "best_model", "metrics", "summary", "eval_rows", "run_stamp")
@@ -168,8 +169,6 @@ def stamp_of(file: str | Path) -> tuple[str, Path] | None:
 
 def stamp_for(name: str, fields: dict[str, str], results_dir: Path) -> tuple[str, Path] | None:
     """:func:`stamp_of` for an artifact already matched (:func:`match`)."""
-    if PRODUCERS[name] == "report":
-        return None
     rule = producer_rule(name, fields)
     return rule, results_dir / TEMPLATES[STAMPS[rule]].format(**fields)
 

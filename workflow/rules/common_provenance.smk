@@ -14,6 +14,7 @@ PARAMS_OF = {
     "evaluate": evaluation_params,
     "sweep": grid_params,
     "memorisation": grid_params,
+    "report": report_params,
 }
 
 

@@ -44,6 +44,18 @@ def report_benchmarks():
     return list(dict.fromkeys(names))  # a stacked job's one name, once
 
 
+def report_params(w=None):
+    """The report's settings: its own keys, the whole config (its header and the claims read it) and the timings it
+    shows (its stamp records them; assocmem.stamps)."""
+    return as_json(
+        {
+            "report": config["report"],
+            "config": config,
+            "benchmarks": report_benchmarks(),
+        }
+    )
+
+
 REPORT_FILES = [
     at(name)
     for name in ("report_html", "report_md", "report_checks", "report_verdicts")

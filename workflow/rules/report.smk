@@ -2,6 +2,7 @@ rule report:
     """Bound-verification report: checks.json, verdicts.csv, report.md, self-contained index.html and figures."""
     input:
         report_inputs,
+        foreign=foreign_input("report"),
     output:
         html=report(P("report_html"), caption="../report/index.rst", category="Report"),
         markdown=P("report_md"),
@@ -16,6 +17,7 @@ rule report:
             category="Figures",
             labels={"figure": "{name}"},
         ),
+        stamp=P("report_stamp"),
     log:
         log_path("report"),
     benchmark:
@@ -28,13 +30,7 @@ rule report:
         runtime=30,
     params:
         code=stage_code("report"),
-        spec=as_json(
-            {
-                "report": config["report"],
-                "config": config,
-                "benchmarks": report_benchmarks(),
-            }
-        ),
+        spec=report_params,
         results_dir=lambda w, output: Path(output.html).parent.parent,
         out_dir=parent_dir("out.html"),
         io=report_provenance_args,

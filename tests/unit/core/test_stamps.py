@@ -40,7 +40,8 @@ def test_layout_matches_an_artifact_and_names_its_job_and_stamp():
     assert rule == "pretrained_activations" and stamp == Path("/x/r/qf/activations/gpt2/pretrained/provenance.json")
     assert layout.stamp_of("r/qf/data/floor.json") == ("data_audit", Path("r/qf/data/audit.provenance.json"))
     assert layout.job_id("train", "r/qf/train/L4/pct1/provenance.json") == "train qf/train/L4/pct1"
-    assert layout.stamp_of("r/report/index.html") is None and layout.match("elsewhere/question.dev") is None
+    assert layout.stamp_of("r/report/index.html") == ("report", Path("r/report/provenance.json"))
+    assert layout.match("elsewhere/question.dev") is None
     # matched once per path (a Snakefile matches each artifact several times): a caller's edit is its own
     fields["exp"] = "edited"
     assert layout.match(Path("/x/my results/qf/activations/L2.s1/pct0.1/train.npy"))[1]["exp"] == "qf"
