@@ -91,8 +91,10 @@ def test_report_provenance_times_exactly_the_current_jobs(finished_run):
 
 
 def report_files(report: Path) -> dict[str, bytes]:
-    """Every file of the report, its build time removed (the header's "built" row)."""
-    files = {path.relative_to(report).as_posix(): path.read_bytes() for path in report.rglob("*") if path.is_file()}
+    """Every file of the report, its build time removed (the header's "built" row); its stamp aside (it records the
+    files' times and the threads the build ran on)."""
+    files = {path.relative_to(report).as_posix(): path.read_bytes() for path in report.rglob("*")
+             if path.is_file() and path.name != "provenance.json"}
     return {name: re.sub(rb"\| built \| [^|]* \||<td>[^<]* UTC</td>", b"", data) if name.endswith((".md", ".html"))
             else data for name, data in files.items()}
 
