@@ -4,7 +4,7 @@ interval and verdicts on known truths and on a referee's alternatives, and its s
 from __future__ import annotations
 
 import math
-import time
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
+from assocmem.testing import paired_ratio as paired_ratio_module
 from assocmem.testing.paired_ratio import (
     Interleaver,
     Truth,
@@ -101,21 +102,25 @@ def test_a_fixed_cost_as_long_as_the_work_pulls_a_large_gap_toward_one() -> None
 
 
 class FakeLoop:
-    """A trainer that sleeps ``step_s`` a step and calls its hook after each, as ``TrainJob.run`` does."""
+    """A trainer whose steps take ``step_s`` each on ``clock`` (advanced, not slept: real sleeps of milliseconds
+    overshot under load and moved a known 1.5x to 1.34x in CI) and that calls its hook after each, as
+    ``TrainJob.run`` does."""
 
-    def __init__(self, step_s: float) -> None:
-        self.step_s, self.steps = step_s, 0
+    def __init__(self, step_s: float, clock: list[float] | None = None) -> None:
+        self.step_s, self.steps, self.clock = step_s, 0, clock if clock is not None else [0.0]
 
     def run(self, steps: int, on_step=None) -> None:
         for _ in range(steps):
-            time.sleep(self.step_s)
+            self.clock[0] += self.step_s
             self.steps += 1
             if on_step is not None:
                 on_step(self.steps)
 
 
-def test_the_interleaver_runs_the_schedule_from_a_trainers_hook_and_recovers_a_known_ratio() -> None:
-    a, b = FakeLoop(0.002), FakeLoop(0.003)  # a is 1.5x as fast
+def test_the_interleaver_runs_the_schedule_from_a_trainers_hook_and_recovers_a_known_ratio(monkeypatch) -> None:
+    clock = [0.0]
+    monkeypatch.setattr(paired_ratio_module, "time", SimpleNamespace(perf_counter=lambda: clock[0]))
+    a, b = FakeLoop(0.002, clock), FakeLoop(0.003, clock)  # a is 1.5x as fast
     calls: list[str] = []
     design = Interleaver(lambda n: (calls.append(f"b{n}"), b.run(n)), lambda: calls.append("sync"), pairs=6,
                          block_steps=4, warm=3, warm_b=2)
@@ -124,8 +129,8 @@ def test_the_interleaver_runs_the_schedule_from_a_trainers_hook_and_recovers_a_k
     assert b.steps == 2 + 6 * 4 and calls[0] == "b2"
     assert [len(design.seconds[arm]) for arm in "ab"] == [6, 6]
     result = design.result()
-    assert result.low <= 1.5 * 1.1 and result.high >= 1.5 / 1.1 and result.ratio == pytest.approx(1.5, rel=0.1)
-    assert math.isclose(sum(design.seconds["b"]) / sum(design.seconds["a"]), 1.5, rel_tol=0.1)
+    assert result.low <= 1.5 <= result.high and result.ratio == pytest.approx(1.5, rel=1e-9)
+    assert math.isclose(sum(design.seconds["b"]) / sum(design.seconds["a"]), 1.5, rel_tol=1e-9)
 
 
 def test_the_interleaver_says_when_the_trainer_stopped_early() -> None:
