@@ -180,9 +180,9 @@ def mark_foreign(results_dir: str, stamps: Iterable[str], foreign: dict[str, str
     triggers read its records in .snakemake/metadata, keyed by path: a results directory copied from another run,
     or one whose records are lost, looks up to date to them. Every job reads its marker always, so the set of its
     inputs (another of those triggers) never changes."""
+    Path(results_dir, FOREIGN_MARKERS).mkdir(parents=True, exist_ok=True)
     for stamp in stamps:
         marker = Path(foreign_marker(results_dir, stamp))
-        marker.parent.mkdir(parents=True, exist_ok=True)
         if stamp in foreign:  # new bytes too: Snakemake ignores a newer input whose checksum is the one it recorded
             marker.write_text(f"other {foreign[stamp]} than the config, seen {time.time_ns()}\n")
         elif not marker.is_file() or marker.stat().st_mtime_ns != 0:
