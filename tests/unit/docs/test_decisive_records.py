@@ -29,7 +29,10 @@ def test_the_decisive_design_is_its_config_and_its_recorded_cost_is_todays() -> 
     assert rec["new_runs"] == len(sizes) * len(rec["n_facts"]) * rec["seeds"]
     runs = decisive.recorded_runs()
     cost = decisive.cost(runs, power_alternatives.truths(runs))
-    assert cost["by_truth"] == pytest.approx(rec["cost"]["by_truth"])
+    # pytest.approx compares a list of dicts with ==: each truth's row on its own, its boundaries (read off a fit) to
+    # 1e-6 (a 2-core AMD EPYC Zen 3 moved them by 1.3e-7 relative)
+    for now, then in zip(cost["by_truth"], rec["cost"]["by_truth"], strict=True):
+        assert now == pytest.approx(then, rel=1e-6)
     section = _section("The memorisation grid")
     assert rec["commit"] in section and rec["analysis"] == decisive.ANALYSIS == "two_budget_calibrated"
     assert f"× {rec['seeds']} seeds = {rec['new_runs']} runs" in section

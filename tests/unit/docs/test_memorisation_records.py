@@ -102,6 +102,21 @@ def test_todays_code_refits_the_memorisation_reanalysis_and_results_md_quotes_it
     assert f"b = {two['b']:.2f}, 95% CI\n  [{two['b_low']:.2f}, {two['b_high']:.2f}]" in section
 
 
+# The overhead fit's optimizer (TNC, its default tolerances) stops near the optimum, not on it, and where depends on
+# the host's floating point: on a 2-core AMD EPYC Zen 3 the boundaries it implies moved by up to 4.9e-4 relative from
+# the records' and the bf16 grid's b by 1.3e-3 (0.09% of its 95% interval's width). Numbers read off the fit are held
+# to FIT_REL (b: to 1% of its interval's width where it has one); the per-D numbers the fit does not touch to 1e-6.
+FIT_REL = 1e-3
+
+
+def _fitted(row: dict) -> dict:
+    return {key: value for key, value in row.items() if key.startswith("overhead_")}
+
+
+def _fitted_apart(row: dict) -> dict:
+    return {key: value for key, value in row.items() if not key.startswith("overhead_")}
+
+
 def test_the_budget_check_is_todays_comparison_of_the_two_records_and_results_md_quotes_it() -> None:
     """docs/results/memorisation_budget_check.json (issue 38, item 3): today's comparison of the recorded grid with
     its 2x re-run of the cells near the boundary gives the recorded per-D boundaries, b and 'moved'; docs/results.md
@@ -115,7 +130,8 @@ def test_the_budget_check_is_todays_comparison_of_the_two_records_and_results_md
     for label in ("1x", "2x"):
         assert today["b"][label]["b"] == pytest.approx(rec["b"][label]["b"], rel=1e-3)
     for now, then in zip(today["per_d"], rec["per_d"], strict=True):
-        assert now == pytest.approx(then, rel=1e-6)
+        assert _fitted_apart(now) == pytest.approx(_fitted_apart(then), rel=1e-6)
+        assert _fitted(now) == pytest.approx(_fitted(then), rel=FIT_REL)
     section = _section("The memorisation grid")
     assert ("it did not move by that rule" if not rec["moved"] else "it moved") in section
     b2 = rec["b"]["2x"]
@@ -138,10 +154,13 @@ def test_the_precision_check_is_todays_comparison_of_its_records_and_results_md_
     today = json.loads(json.dumps(precision_check.compare(fp32, bf16, reference, intervals=False)))
     for key in ("paired", "fp32_against_reference", "sensitivity"):
         assert _close(today[key], rec[key]), key
-    assert _close(today["boundary"]["per_d"], rec["boundary"]["per_d"])
+    for now, then in zip(today["boundary"]["per_d"], rec["boundary"]["per_d"], strict=True):
+        assert _close(_fitted_apart(now), _fitted_apart(then))
+        assert _fitted(now) == pytest.approx(_fitted(then), rel=FIT_REL)
     assert today["boundary"]["moved"] == rec["boundary"]["moved"] and today["rule"] == rec["rule"]
     for label in precision_check.PRECISIONS:
-        assert today["boundary"]["b"][label]["b"] == pytest.approx(rec["boundary"]["b"][label]["b"], rel=1e-3)
+        then = rec["boundary"]["b"][label]
+        assert today["boundary"]["b"][label]["b"] == pytest.approx(then["b"], abs=0.01 * (then["high"] - then["low"]))
     section = _section("The memorisation grid")
     assert ("bf16 stores differently" if rec["paired"]["differs"] else "bf16 does not store differently") in section
     for key in ("paired", "fp32_against_reference"):

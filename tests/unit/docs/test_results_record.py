@@ -142,6 +142,33 @@ def test_the_xeon167_record_has_the_records_numbers_and_results_md_quotes_it() -
     assert f"Every one of the {_count_numbers(xeon['numbers'])}" in section
 
 
+def test_the_zen3_record_has_the_records_verdicts_and_results_md_quotes_it_and_why_it_is_over_ten_minutes() -> None:
+    """Issue 40, item 5: the default run on a 2-core AMD EPYC Zen 3 (family 25 model 1), its wall time, memory and CPU
+    time quoted; its verdicts the main record's; over the ten minutes, which the page says and explains."""
+    zen3, main_record = _load("default_zen3.json"), _load("default.json")
+    assert zen3["verdicts"] == main_record["verdicts"]
+    assert zen3["command"] == main_record["command"] == "snakemake --cores all"
+    section = _section("The default run")
+    minutes, seconds = divmod(round(zen3["wall_s"]), 60)
+    assert zen3["wall_s"] > 600 and "**over issue\n40's ten minutes.**" in section
+    assert f"{minutes} min {seconds:02d} s" in section and f"{zen3['max_rss_gb']:.2f} GB" in section
+    assert zen3["commit"] in section and zen3["date"] in section and "family 25 model 1," in section
+    ours, theirs = _flat(zen3["numbers"]), _flat(main_record["numbers"])
+    differ = sum(ours[key] != value for key, value in theirs.items() if key in ours)
+    assert f"{differ} of the {_count_numbers(main_record['numbers'])} numbers differ" in section
+    assert f"{len(set(theirs) - set(ours))} more are" in section
+    floor = zen3["numbers"]["loss_floor"]
+    for run in ("L2/pct100", "L4/pct100"):
+        assert f"{floor[run + '.test_ce']:.4f} ± {floor[run + '.test_ce_se']:.4f}" in section
+
+
+def _flat(numbers: dict, prefix: str = "") -> dict:
+    out: dict = {}
+    for key, value in numbers.items():
+        out.update(_flat(value, f"{prefix}{key}.") if isinstance(value, dict) else {f"{prefix}{key}": value})
+    return out
+
+
 def _count_numbers(numbers: dict) -> int:
     return sum(_count_numbers(value) if isinstance(value, dict) else 1 for value in numbers.values())
 

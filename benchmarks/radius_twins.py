@@ -1,0 +1,84 @@
+"""The radius test's "distinct" rows against distinct token prefixes, in a finished run's results.
+
+``assocmem.knn.radius.distinct_rows`` tells rows apart by their bytes. One token prefix computed in two batches of
+the activation dump can round apart, and its two vectors then count as two patterns, each the other's nearest
+neighbour at ~1e-6. For each run's radius sample this prints the byte-distinct rows, the distinct token prefixes,
+the twins (byte-distinct rows whose nearest byte-distinct neighbour is closer than ``--tolerance``), the nearest
+pair left once twins are merged, and the mean and median NN distance (raw last-layer vectors, float64, exact) with
+and without the twins merged.
+
+    python benchmarks/radius_twins.py results/qf --runs L2/pct1 L4/pct1
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+from assocmem.knn.radius import distinct_rows
+from assocmem.tokenstore import TokenStore
+
+
+def nearest(x: torch.Tensor, block: int = 4096) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each row's nearest other row of ``x``: (distance, index), exact in float64."""
+    dists, ids = [], []
+    for start in range(0, len(x), block):
+        d = torch.cdist(x[start:start + block], x)
+        d[torch.arange(d.shape[0]), torch.arange(start, start + d.shape[0])] = float("inf")
+        best = d.min(1)
+        dists.append(best.values)
+        ids.append(best.indices)
+    return torch.cat(dists), torch.cat(ids)
+
+
+def merge_twins(x: torch.Tensor, tolerance: float) -> torch.Tensor:
+    """Rows of ``x`` left when every row within ``tolerance`` of an earlier one is dropped."""
+    keep = torch.ones(len(x), dtype=torch.bool)
+    for start in range(0, len(x), 4096):
+        d = torch.cdist(x[start:start + 4096], x)
+        for i, j in torch.nonzero(d < tolerance).tolist():
+            if j < start + i:
+                keep[start + i] = False
+    return x[keep]
+
+
+def prefixes(store: TokenStore, index: pd.DataFrame) -> int:
+    seen = {store.tokens_at(store.offsets[row] + np.arange(pos + 1)).tobytes()
+            for row, pos in zip(index["seq_row"], index["position"], strict=True)}
+    return len(seen)
+
+
+def report(exp_dir: Path, run: str, tolerance: float) -> str:
+    model, subset = run.split("/")
+    folder = exp_dir / "activations" / model / subset
+    last = np.load(folder / "radius.npy")[-1]
+    index = pd.read_parquet(folder / "radius.index.parquet")
+    rows = distinct_rows(last)
+    x = torch.from_numpy(last[rows]).double()
+    nn, _ = nearest(x)
+    merged = merge_twins(x, tolerance)
+    nn_merged, _ = nearest(merged)
+    n_prefixes = prefixes(TokenStore(exp_dir / "data" / "subsets" / subset, "train"), index)
+    return (f"{run}: {len(last)} chunks, {rows.size} byte-distinct rows, {n_prefixes} distinct token prefixes; "
+            f"{int((nn < tolerance).sum())} twins (NN < {tolerance:g}: {nn[nn < tolerance].min():.2e}–"
+            f"{nn[nn < tolerance].max():.2e}); merged {len(merged)} rows, nearest pair {nn_merged.min():.4f}; "
+            f"mean NN {nn.mean():.5f} -> {nn_merged.mean():.5f} ({(nn_merged.mean() / nn.mean() - 1) * 100:+.2f} %), "
+            f"median {nn.median():.5f} -> {nn_merged.median():.5f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("exp_dir", type=Path, help="an experiment's results, e.g. results/qf")
+    parser.add_argument("--runs", nargs="+", default=["L2/pct1", "L4/pct1"])
+    parser.add_argument("--tolerance", type=float, default=1e-4)
+    args = parser.parse_args()
+    for run in args.runs:
+        print(report(args.exp_dir, run, args.tolerance))
+
+
+if __name__ == "__main__":
+    main()
