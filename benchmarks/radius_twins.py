@@ -7,12 +7,13 @@ the twins (byte-distinct rows whose nearest byte-distinct neighbour is closer th
 pair left once twins are merged, and the mean and median NN distance (raw last-layer vectors, float64, exact) with
 and without the twins merged.
 
-    python benchmarks/radius_twins.py results/qf --runs L2/pct1 L4/pct1
+    python benchmarks/radius_twins.py results/qf --runs L2/pct1 L4/pct1 [--out twins.json]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 import numpy as np
@@ -52,7 +53,7 @@ def prefixes(store: TokenStore, index: pd.DataFrame) -> int:
     return len(seen)
 
 
-def report(exp_dir: Path, run: str, tolerance: float) -> str:
+def measure(exp_dir: Path, run: str, tolerance: float) -> dict[str, float | int | str]:
     model, subset = run.split("/")
     folder = exp_dir / "activations" / model / subset
     last = np.load(folder / "radius.npy")[-1]
@@ -62,12 +63,24 @@ def report(exp_dir: Path, run: str, tolerance: float) -> str:
     nn, _ = nearest(x)
     merged = merge_twins(x, tolerance)
     nn_merged, _ = nearest(merged)
-    n_prefixes = prefixes(TokenStore(exp_dir / "data" / "subsets" / subset, "train"), index)
-    return (f"{run}: {len(last)} chunks, {rows.size} byte-distinct rows, {n_prefixes} distinct token prefixes; "
-            f"{int((nn < tolerance).sum())} twins (NN < {tolerance:g}: {nn[nn < tolerance].min():.2e}–"
-            f"{nn[nn < tolerance].max():.2e}); merged {len(merged)} rows, nearest pair {nn_merged.min():.4f}; "
-            f"mean NN {nn.mean():.5f} -> {nn_merged.mean():.5f} ({(nn_merged.mean() / nn.mean() - 1) * 100:+.2f} %), "
-            f"median {nn.median():.5f} -> {nn_merged.median():.5f}")
+    twins = nn[nn < tolerance]
+    return {"run": run, "chunks": len(last), "byte_distinct": int(rows.size),
+            "token_prefixes": prefixes(TokenStore(exp_dir / "data" / "subsets" / subset, "train"), index),
+            "twins": int(twins.numel()), "twin_nn_min": float(twins.min()) if twins.numel() else float("nan"),
+            "twin_nn_max": float(twins.max()) if twins.numel() else float("nan"), "merged": len(merged),
+            "nearest_pair_merged": float(nn_merged.min()), "mean_nn": float(nn.mean()),
+            "mean_nn_merged": float(nn_merged.mean()), "mean_rise": float(nn_merged.mean() / nn.mean() - 1),
+            "median_nn": float(nn.median()), "median_nn_merged": float(nn_merged.median()),
+            "median_rise": float(nn_merged.median() / nn.median() - 1), "tolerance": tolerance}
+
+
+def line(m: dict) -> str:
+    return (f"{m['run']}: {m['chunks']} chunks, {m['byte_distinct']} byte-distinct rows, "
+            f"{m['token_prefixes']} distinct token prefixes; {m['twins']} twins "
+            f"(NN < {m['tolerance']:g}: {m['twin_nn_min']:.2e}–{m['twin_nn_max']:.2e}); "
+            f"merged {m['merged']} rows, nearest pair {m['nearest_pair_merged']:.4f}; "
+            f"mean NN {m['mean_nn']:.5f} -> {m['mean_nn_merged']:.5f} ({m['mean_rise'] * 100:+.2f} %), "
+            f"median {m['median_nn']:.5f} -> {m['median_nn_merged']:.5f} ({m['median_rise'] * 100:+.2f} %)")
 
 
 def main() -> None:
@@ -75,9 +88,13 @@ def main() -> None:
     parser.add_argument("exp_dir", type=Path, help="an experiment's results, e.g. results/qf")
     parser.add_argument("--runs", nargs="+", default=["L2/pct1", "L4/pct1"])
     parser.add_argument("--tolerance", type=float, default=1e-4)
+    parser.add_argument("--out", type=Path, help="also write the numbers as JSON here")
     args = parser.parse_args()
-    for run in args.runs:
-        print(report(args.exp_dir, run, args.tolerance))
+    found = [measure(args.exp_dir, run, args.tolerance) for run in args.runs]
+    for m in found:
+        print(line(m))
+    if args.out:
+        args.out.write_text(json.dumps({"schema": "assocmem-radius-twins-v1", "runs": found}, indent=2) + "\n")
 
 
 if __name__ == "__main__":
