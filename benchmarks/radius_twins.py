@@ -36,11 +36,11 @@ def nearest(x: torch.Tensor, block: int = 4096) -> tuple[torch.Tensor, torch.Ten
     return torch.cat(dists), torch.cat(ids)
 
 
-def merge_twins(x: torch.Tensor, tolerance: float) -> torch.Tensor:
+def merge_twins(x: torch.Tensor, tolerance: float, block: int = 4096) -> torch.Tensor:
     """Rows of ``x`` left when every row within ``tolerance`` of an earlier one is dropped."""
     keep = torch.ones(len(x), dtype=torch.bool)
-    for start in range(0, len(x), 4096):
-        d = torch.cdist(x[start:start + 4096], x)
+    for start in range(0, len(x), block):
+        d = torch.cdist(x[start:start + block], x)
         for i, j in torch.nonzero(d < tolerance).tolist():
             if j < start + i:
                 keep[start + i] = False

@@ -23,7 +23,7 @@ def test_twins_are_merged_and_distinct_rows_kept(twins) -> None:
     x = torch.cat([rows, rounded])
     distance, index = twins.nearest(x, block=7)
     assert torch.equal(index[50:], torch.arange(5)) and bool((distance[50:] < 1e-5).all())
-    merged = twins.merge_twins(x, 1e-4)
+    merged = twins.merge_twins(x, 1e-4, block=7)
     assert torch.equal(merged, rows)
     brute = torch.cdist(merged, merged).fill_diagonal_(float("inf")).min(1).values
     assert torch.allclose(twins.nearest(merged)[0], brute) and float(brute.min()) > 1e-2
